@@ -1,0 +1,554 @@
+"""Compiles record layouts (see `layout`) into Python readers and writers.
+
+For every (struct class, version, flexible?) we generate the source of one reader and one
+writer function, the way Kafka's message generator does for Java: consecutive fixed-width
+fields become one `struct` call, strings and arrays are read inline, and objects are built
+without going through the frozen dataclass `__init__` (which costs one `object.__setattr__`
+per field). The generated code is executed once per layout and cached by `Compiler`.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from decoder.errors import DecodeError
+from decoder.layout import FIXED_FORMATS, NO_TAGS, Kind, Tags, Wire, field_layouts, has_tags_field
+
+Reader = Callable[[bytes, int], tuple[Any, int]]
+Writer = Callable[[Any, bytearray], None]
+
+
+NULL_TAGGED = "b'\\x00'"
+NULL_POSITIONAL = "b'\\xff'"
+
+
+class EncodeError(ValueError):
+    """A record that cannot be written in the requested version."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime helpers used by the generated code (bound into its namespace).
+
+
+def read_uvarint(b: bytes, p: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        byte = b[p]
+        p += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, p
+        shift += 7
+        if shift > 28:
+            raise DecodeError("unsigned varint longer than 5 bytes", byte_position=p)
+
+
+def write_uvarint(value: int, out: bytearray) -> None:
+    if value < 0:
+        raise EncodeError(f"negative unsigned varint {value}")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def uuid_text(raw: bytes) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def uuid_bytes(text: str) -> bytes:
+    raw = base64.urlsafe_b64decode(text + "==")
+    if len(raw) != 16:
+        raise EncodeError(f"not a Kafka UUID: {text!r}")
+    return raw
+
+
+def _truncated(p: int, need: int, total: int) -> DecodeError:
+    return DecodeError(f"truncated: needed {need} bytes, {max(0, total - p)} left", byte_position=p)
+
+
+def _bad_length(p: int, what: str, n: int) -> DecodeError:
+    return DecodeError(f"invalid {what} length {n}", byte_position=p)
+
+
+def _bad(p: int, reason: str) -> DecodeError:
+    return DecodeError(reason, byte_position=p)
+
+
+def _utf8(raw: bytes) -> str:
+    # surrogateescape keeps invalid UTF-8 bytes so re-encoding gives the same bytes back
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _encode_utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+@dataclass(slots=True)
+class _Source:
+    lines: list[str] = field(default_factory=list)
+    indent: int = 1
+
+    def add(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+
+@dataclass(slots=True)
+class Compiler:
+    """Builds and caches readers/writers; one instance serves a whole process."""
+
+    _readers: dict[tuple[type, int, bool], Reader] = field(default_factory=dict)
+    _writers: dict[tuple[type, int, bool], Writer] = field(default_factory=dict)
+    _counter: int = 0
+
+    # -- readers ---------------------------------------------------------------------------
+
+    def reader(self, cls: type, version: int, flexible: bool) -> Reader:
+        key = (cls, version, flexible)
+        found = self._readers.get(key)
+        if found is None:
+            found = self._compile_reader(cls, version, flexible)
+            self._readers[key] = found
+        return found
+
+    def _name(self, prefix: str) -> str:
+        self._counter += 1
+        return f"_{prefix}{self._counter}"
+
+    def _compile_reader(self, cls: type, version: int, flexible: bool) -> Reader:
+        ns: dict[str, Any] = {
+            "DecodeError": DecodeError,
+            "struct_error": struct.error,
+            "_uv": read_uvarint,
+            "_uuid": uuid_text,
+            "_utf8": _utf8,
+            "_trunc": _truncated,
+            "_badlen": _bad_length,
+            "_bad": _bad,
+            "_new": object.__new__,
+            "_cls": cls,
+            "Tags": Tags,
+            "NO_TAGS": NO_TAGS,
+            "_i16": struct.Struct(">h").unpack_from,
+            "_i32": struct.Struct(">i").unpack_from,
+            "_unpack": struct.unpack_from,
+        }
+        src = _Source()
+        fields = field_layouts(cls)
+        active = [f for f in fields if version in f.wire.versions]
+        positional = [f for f in active if f.wire.tag is None or not flexible]
+        tagged = [f for f in active if f.wire.tag is not None and flexible]
+        # array-element holders are plain values: no tagged section of their own
+        flexible_struct = flexible and has_tags_field(cls)
+        src.add("L = len(b)")
+        src.add("try:")
+        src.indent += 1
+        pending_fixed: list[str] = []
+
+        def flush_fixed() -> None:
+            if not pending_fixed:
+                return
+            fmt = ">" + "".join(FIXED_FORMATS[_kind_of(cls, n)] for n in pending_fixed)
+            st = struct.Struct(fmt)
+            sname = self._name("st")
+            ns[sname] = st.unpack_from
+            targets = ", ".join(f"v_{n}" for n in pending_fixed)
+            src.add(f"{targets}, = {sname}(b, p)")
+            src.add(f"p += {st.size}")
+            pending_fixed.clear()
+
+        for f in positional:
+            if f.wire.kind in FIXED_FORMATS:
+                pending_fixed.append(f.name)
+                continue
+            flush_fixed()
+            self._read_field(src, ns, f.name, f.wire, version, flexible, tagged_payload=False)
+        flush_fixed()
+        # fields absent from this version get their defaults
+        present_names = {f.name for f in positional}
+        for f in fields:
+            if f.name not in present_names:
+                dname = self._name("d")
+                ns[dname] = f.wire.default
+                src.add(f"v_{f.name} = {dname}")
+        if flexible_struct:
+            src.add("n_tags, p = _uv(b, p)")
+            src.add("if n_tags:")
+            src.indent += 1
+            src.add("present = []")
+            src.add("unknown = []")
+            src.add("for _ in range(n_tags):")
+            src.indent += 1
+            src.add("tag, p = _uv(b, p)")
+            src.add("size, p = _uv(b, p)")
+            src.add("end = p + size")
+            src.add("if end > L: raise _trunc(p, size, L)")
+            first = True
+            for f in tagged:
+                src.add(f"{'if' if first else 'elif'} tag == {f.wire.tag}:")
+                first = False
+                src.indent += 1
+                self._read_field(src, ns, f.name, f.wire, version, True, tagged_payload=True)
+                src.add(
+                    f"if p != end: raise _bad(p, 'tagged field {f.wire.tag} of "
+                    f"{cls.__name__} has size ' + str(size) + ' but its value used ' "
+                    f"+ str(size - end + p))"
+                )
+                src.add(f"present.append({f.wire.tag})")
+                src.indent -= 1
+            if tagged:
+                src.add("else:")
+                src.indent += 1
+            src.add("unknown.append((tag, b[p:end]))")
+            src.add("p = end")
+            if tagged:
+                src.indent -= 1
+            src.indent -= 1
+            src.add("v_tags = Tags(tuple(present), tuple(unknown))")
+            src.indent -= 1
+            src.add("else:")
+            src.add("    v_tags = NO_TAGS")
+        elif has_tags_field(cls):
+            src.add("v_tags = NO_TAGS")
+        src.indent -= 1
+        src.add("except (struct_error, IndexError) as e:")
+        src.add(f"    raise DecodeError('truncated {cls.__name__}: ' + str(e), byte_position=p)")
+        # build the object without the frozen __init__
+        src.add("o = _new(_cls)")
+        all_names = [f.name for f in fields] + (["tags"] if has_tags_field(cls) else [])
+        for n in all_names:
+            setter = self._name("s")
+            ns[setter] = getattr(cls, n).__set__
+            src.add(f"{setter}(o, v_{n})")
+        src.add("return o, p")
+        fname = f"read_{cls.__name__}_v{version}{'_flex' if flexible else ''}"
+        code = f"def {fname}(b, p):\n" + "\n".join(src.lines) + "\n"
+        exec(compile(code, f"<reader {fname}>", "exec"), ns)
+        reader: Reader = ns[fname]
+        return reader
+
+    def _read_field(
+        self,
+        src: _Source,
+        ns: dict[str, Any],
+        name: str,
+        w: Wire,
+        version: int,
+        flexible: bool,
+        *,
+        tagged_payload: bool,
+    ) -> None:
+        target = f"v_{name}"
+        nullable = version in w.nullable
+        kind = w.kind
+        if kind in FIXED_FORMATS:
+            st = struct.Struct(">" + FIXED_FORMATS[kind])
+            sname = self._name("st")
+            ns[sname] = st.unpack_from
+            src.add(f"{target}, = {sname}(b, p)")
+            src.add(f"p += {st.size}")
+        elif kind is Kind.UUID:
+            src.add("e = p + 16")
+            src.add("if e > L: raise _trunc(p, 16, L)")
+            src.add(f"{target} = _uuid(b[p:e])")
+            src.add("p = e")
+        elif kind in (Kind.STRING, Kind.BYTES):
+            what = "string" if kind is Kind.STRING else "bytes"
+            self._read_length(src, "n", what, flexible, int16=kind is Kind.STRING)
+            src.add("if n < 0:")
+            if nullable:
+                src.add(f"    if n != -1: raise _badlen(p, '{what}', n)")
+                src.add(f"    {target} = None")
+            else:
+                src.add(f"    raise _badlen(p, 'non-nullable {what}', n)")
+            src.add("else:")
+            src.add("    e = p + n")
+            src.add("    if e > L: raise _trunc(p, n, L)")
+            convert = "_utf8(b[p:e])" if kind is Kind.STRING else "b[p:e]"
+            src.add(f"    {target} = {convert}")
+            src.add("    p = e")
+        elif kind is Kind.ARRAY:
+            self._read_length(src, "n", "array", flexible, int16=False)
+            src.add("if n < 0:")
+            if nullable:
+                src.add("    if n != -1: raise _badlen(p, 'array', n)")
+                src.add(f"    {target} = None")
+            else:
+                src.add("    raise _badlen(p, 'non-nullable array', n)")
+            src.add("else:")
+            src.indent += 1
+            # every element takes at least one byte: a huge count is a lie, not a reason to
+            # allocate gigabytes
+            src.add("if n > L - p: raise _trunc(p, n, L)")
+            item = w.item
+            if isinstance(item, Kind) and item in FIXED_FORMATS:
+                fmt = FIXED_FORMATS[item]
+                size = struct.calcsize(fmt)
+                src.add(f"{target} = _unpack('>' + str(n) + '{fmt}', b, p)")
+                src.add(f"p += n * {size}")
+            elif isinstance(item, Kind):
+                element = self._name("el")
+                # primitive non-fixed elements (strings, uuids): read through a one-field reader
+                ns[element] = self._primitive_reader(item, version, flexible)
+                src.add("items = []")
+                src.add("for _ in range(n):")
+                src.add(f"    x, p = {element}(b, p)")
+                src.add("    items.append(x)")
+                src.add(f"{target} = tuple(items)")
+            else:
+                assert item is not None
+                element = self._name("rd")
+                ns[element] = self.reader(item, version, flexible)
+                src.add("items = []")
+                src.add("for _ in range(n):")
+                src.add(f"    x, p = {element}(b, p)")
+                src.add("    items.append(x)")
+                src.add(f"{target} = tuple(items)")
+            src.indent -= 1
+        elif kind is Kind.STRUCT:
+            assert w.struct is not None
+            rd = self._name("rd")
+            ns[rd] = self.reader(w.struct, version, flexible)
+            if nullable:
+                if tagged_payload:
+                    src.add("marker, p = _uv(b, p)")
+                    src.add("if marker == 0:")
+                else:
+                    src.add("marker = b[p]")
+                    src.add("p += 1")
+                    src.add("if marker >= 128:")
+                src.add(f"    {target} = None")
+                src.add("else:")
+                src.add(f"    {target}, p = {rd}(b, p)")
+            else:
+                src.add(f"{target}, p = {rd}(b, p)")
+        else:  # pragma: no cover - every Kind is handled above
+            raise AssertionError(kind)
+
+    def _read_length(self, src: _Source, var: str, what: str, flexible: bool, int16: bool) -> None:
+        if flexible:
+            src.add(f"{var}, p = _uv(b, p)")
+            src.add(f"{var} -= 1")
+        elif int16:
+            src.add(f"{var}, = _i16(b, p)")
+            src.add("p += 2")
+        else:
+            src.add(f"{var}, = _i32(b, p)")
+            src.add("p += 4")
+
+    def _primitive_reader(self, kind: Kind, version: int, flexible: bool) -> Reader:
+        holder = _single_field_struct(kind)
+        inner = self.reader(holder, version, flexible)
+
+        def read(b: bytes, p: int) -> tuple[Any, int]:
+            obj, p = inner(b, p)
+            return obj.value, p
+
+        return read
+
+    # -- writers ---------------------------------------------------------------------------
+
+    def writer(self, cls: type, version: int, flexible: bool) -> Writer:
+        key = (cls, version, flexible)
+        found = self._writers.get(key)
+        if found is None:
+            found = self._compile_writer(cls, version, flexible)
+            self._writers[key] = found
+        return found
+
+    def _compile_writer(self, cls: type, version: int, flexible: bool) -> Writer:
+        ns: dict[str, Any] = {
+            "EncodeError": EncodeError,
+            "_wuv": write_uvarint,
+            "_uuidb": uuid_bytes,
+            "_enc": _encode_utf8,
+            "_h": struct.Struct(">h").pack,
+            "_i": struct.Struct(">i").pack,
+            "_pack": struct.pack,
+            "struct_error": struct.error,
+        }
+        src = _Source()
+        fields = field_layouts(cls)
+        active = [f for f in fields if version in f.wire.versions]
+        positional = [f for f in active if f.wire.tag is None or not flexible]
+        tagged = [f for f in active if f.wire.tag is not None and flexible]
+        active_names = {f.name for f in positional} | {f.name for f in tagged}
+        for f in fields:
+            if f.name in active_names:
+                continue
+            dname = self._name("d")
+            ns[dname] = f.wire.default
+            src.add(f"if o.{f.name} != {dname}:")
+            src.add(
+                f"    raise EncodeError('{cls.__name__}.{f.name} cannot be written in "
+                f"version {version}: it only exists in other versions')"
+            )
+        src.add("try:")
+        src.indent += 1
+        pending_fixed: list[str] = []
+
+        def flush_fixed() -> None:
+            if not pending_fixed:
+                return
+            fmt = ">" + "".join(FIXED_FORMATS[_kind_of(cls, n)] for n in pending_fixed)
+            sname = self._name("st")
+            ns[sname] = struct.Struct(fmt).pack
+            args = ", ".join(f"o.{n}" for n in pending_fixed)
+            src.add(f"out += {sname}({args})")
+            pending_fixed.clear()
+
+        for f in positional:
+            if f.wire.kind in FIXED_FORMATS:
+                pending_fixed.append(f.name)
+                continue
+            flush_fixed()
+            self._write_field(src, ns, f"o.{f.name}", f.wire, version, flexible, tagged=False)
+        flush_fixed()
+        if flexible and has_tags_field(cls):
+            src.add("tagged = []")
+            for f in tagged:
+                dname = self._name("d")
+                ns[dname] = f.wire.default
+                src.add(f"if o.{f.name} != {dname} or {f.wire.tag} in o.tags.present:")
+                src.indent += 1
+                src.add("buf = bytearray()")
+                saved = src.lines
+                self._write_field(
+                    src, ns, f"o.{f.name}", f.wire, version, True, tagged=True, out="buf"
+                )
+                assert src.lines is saved
+                src.add(f"tagged.append(({f.wire.tag}, bytes(buf)))")
+                src.indent -= 1
+            src.add("tagged.extend(o.tags.unknown)")
+            src.add("tagged.sort(key=lambda t: t[0])")
+            src.add("_wuv(len(tagged), out)")
+            src.add("for tag, payload in tagged:")
+            src.add("    _wuv(tag, out)")
+            src.add("    _wuv(len(payload), out)")
+            src.add("    out += payload")
+        src.indent -= 1
+        src.add("except struct_error as e:")
+        src.add(f"    raise EncodeError('{cls.__name__}: ' + str(e)) from e")
+        fname = f"write_{cls.__name__}_v{version}{'_flex' if flexible else ''}"
+        code = f"def {fname}(o, out):\n" + "\n".join(src.lines) + "\n"
+        exec(compile(code, f"<writer {fname}>", "exec"), ns)
+        writer: Writer = ns[fname]
+        return writer
+
+    def _write_field(
+        self,
+        src: _Source,
+        ns: dict[str, Any],
+        expr: str,
+        w: Wire,
+        version: int,
+        flexible: bool,
+        *,
+        tagged: bool,
+        out: str = "out",
+    ) -> None:
+        nullable = version in w.nullable
+        kind = w.kind
+        if kind in FIXED_FORMATS:
+            sname = self._name("st")
+            ns[sname] = struct.Struct(">" + FIXED_FORMATS[kind]).pack
+            src.add(f"{out} += {sname}({expr})")
+            return
+        if kind is Kind.UUID:
+            src.add(f"{out} += _uuidb({expr})")
+            return
+        src.add(f"x = {expr}")
+        if kind in (Kind.STRING, Kind.BYTES, Kind.ARRAY):
+            null_bytes = (
+                "b'\\x00'"
+                if flexible
+                else ("b'\\xff\\xff'" if kind is Kind.STRING else "b'\\xff\\xff\\xff\\xff'")
+            )
+            src.add("if x is None:")
+            if nullable:
+                src.add(f"    {out} += {null_bytes}")
+            else:
+                src.add(f"    raise EncodeError('{expr} is not nullable')")
+            src.add("else:")
+            src.indent += 1
+            if kind is Kind.ARRAY:
+                self._write_length(src, "len(x)", flexible, int16=False, out=out)
+                item = w.item
+                if isinstance(item, Kind) and item in FIXED_FORMATS:
+                    fmt = FIXED_FORMATS[item]
+                    src.add(f"{out} += _pack('>' + str(len(x)) + '{fmt}', *x)")
+                else:
+                    assert item is not None
+                    element = self._name("wr")
+                    if isinstance(item, Kind):
+                        ns[element] = self._primitive_writer(item, version, flexible)
+                    else:
+                        ns[element] = self.writer(item, version, flexible)
+                    src.add("for item in x:")
+                    src.add(f"    {element}(item, {out})")
+            else:
+                if kind is Kind.STRING:
+                    src.add("x = _enc(x)")
+                self._write_length(src, "len(x)", flexible, int16=kind is Kind.STRING, out=out)
+                src.add(f"{out} += x")
+            src.indent -= 1
+            return
+        if kind is Kind.STRUCT:
+            assert w.struct is not None
+            wr = self._name("wr")
+            ns[wr] = self.writer(w.struct, version, flexible)
+            if nullable:
+                src.add("if x is None:")
+                # tagged: uvarint presence 0; positional: int8 -1
+                src.add(f"    {out} += {NULL_TAGGED if tagged else NULL_POSITIONAL}")
+                src.add("else:")
+                src.add(f"    {out} += b'\\x01'")
+                src.add(f"    {wr}(x, {out})")
+            else:
+                src.add(f"{wr}(x, {out})")
+            return
+        raise AssertionError(kind)  # pragma: no cover
+
+    def _write_length(self, src: _Source, expr: str, flexible: bool, int16: bool, out: str) -> None:
+        if flexible:
+            src.add(f"_wuv({expr} + 1, {out})")
+        elif int16:
+            src.add(f"{out} += _h({expr})")
+        else:
+            src.add(f"{out} += _i({expr})")
+
+    def _primitive_writer(self, kind: Kind, version: int, flexible: bool) -> Writer:
+        holder = _single_field_struct(kind)
+        inner = self.writer(holder, version, flexible)
+
+        def write(value: Any, out: bytearray) -> None:
+            inner(_Holder(value), out)
+
+        return write
+
+
+@dataclass(frozen=True, slots=True)
+class _Holder:
+    value: Any
+
+
+def _kind_of(cls: type, name: str) -> Kind:
+    for f in field_layouts(cls):
+        if f.name == name:
+            return f.wire.kind
+    raise KeyError(name)
+
+
+def _single_field_struct(kind: Kind) -> type:
+    """A one-field struct class used to read/write primitive array elements."""
+    from decoder.layout import wire
+
+    namespace = {"__annotations__": {"value": "Any"}, "value": wire(kind)}
+    holder: type = dataclass(frozen=True, slots=True)(type(f"_{kind.name}Element", (), namespace))
+    return holder
