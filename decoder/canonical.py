@@ -1,0 +1,153 @@
+"""offsetwatch's canonical record shape (documented in docs/canonical-schema.md).
+
+One object per record, the same in the republished topic, the archive files, the Avro schema
+and the Spark jobs:
+
+    type            record type name ("offset_commit", "group_metadata", ...; "unknown")
+    key_type        the int16 key type K
+    value_version   the int16 value version, null for a tombstone
+    tombstone       true when the value is null (a deletion)
+    newer_version   the value version is above what this decoder knows (read with the newest layout)
+    partition, offset, timestamp   position in __consumer_offsets (timestamp in epoch ms)
+    group           the group id (every record type belongs to one group)
+    key             the key fields, snake_case
+    value           the value fields, snake_case (all of them: a field absent from the
+                    record's version holds its default), or null for a tombstone
+
+Bytes are kept as `bytes` in the dict (Avro writes them natively) and become standard base64
+in JSON. Classic members of a "consumer" group also carry `subscription_decoded` /
+`assignment_decoded` (the consumer-protocol blobs), null when not decodable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from decoder.consumer_protocol import ConsumerProtocol
+from decoder.errors import DecodeError
+from decoder.layout import field_layouts
+from decoder.records import (
+    AnyRecord,
+    GroupKey,
+    GroupMemberKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    Record,
+    RegularExpressionKey,
+)
+from decoder.registry import RECORD_TYPES
+
+
+def group_of(record: AnyRecord) -> str | None:
+    """The group a record belongs to (None only for unknown record types)."""
+    if not isinstance(record, Record):
+        return None
+    key = record.key
+    if isinstance(key, OffsetCommitKey | GroupMetadataKey):
+        return key.group
+    assert isinstance(key, GroupKey | GroupMemberKey | RegularExpressionKey)
+    return key.group_id
+
+
+def struct_dict(obj: Any) -> dict[str, Any]:
+    """All wire fields of a struct, snake_case, nested structs as dicts (tags dropped)."""
+    out: dict[str, Any] = {}
+    for f in field_layouts(type(obj)):
+        out[f.name] = _plain(getattr(obj, f.name))
+    tags = getattr(obj, "tags", None)
+    if tags is not None and tags.unknown:
+        out["unknown_tags"] = [{"tag": tag, "data": data} for tag, data in tags.unknown]
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return struct_dict(value)
+    return value
+
+
+@dataclass(slots=True)
+class Canonical:
+    """Builds canonical dicts/JSON; holds the consumer-protocol reader it needs."""
+
+    protocol: ConsumerProtocol = field(default_factory=ConsumerProtocol)
+
+    def to_dict(self, record: AnyRecord) -> dict[str, Any]:
+        if not isinstance(record, Record):
+            return {
+                "type": "unknown",
+                "key_type": record.key_type,
+                "value_version": None,
+                "tombstone": record.value is None,
+                "newer_version": False,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "group": None,
+                "key": {"raw": record.key},
+                "value": None if record.value is None else {"raw": record.value},
+            }
+        value: dict[str, Any] | None = None
+        if record.value is not None:
+            value = struct_dict(record.value)
+            if isinstance(record.value, GroupMetadataValue):
+                self._add_decoded_blobs(record.value, value)
+        return {
+            "type": RECORD_TYPES[record.key_type].name,
+            "key_type": record.key_type,
+            "value_version": record.value_version,
+            "tombstone": record.value is None,
+            "newer_version": record.newer_than_known,
+            "partition": record.partition,
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "group": group_of(record),
+            "key": struct_dict(record.key),
+            "value": value,
+        }
+
+    def _add_decoded_blobs(self, group: GroupMetadataValue, value: dict[str, Any]) -> None:
+        consumer = group.protocol_type == "consumer"
+        for member, rendered in zip(group.members, value["members"], strict=True):
+            rendered["subscription_decoded"] = None
+            rendered["assignment_decoded"] = None
+            if not consumer:
+                continue
+            try:
+                version, sub = self.protocol.decode_subscription(member.subscription)
+                rendered["subscription_decoded"] = {"version": version, **struct_dict(sub)}
+            except DecodeError:
+                pass
+            try:
+                version, asg = self.protocol.decode_assignment(member.assignment)
+                rendered["assignment_decoded"] = {"version": version, **struct_dict(asg)}
+            except DecodeError:
+                pass
+
+    def to_json(self, record: AnyRecord) -> str:
+        return dumps(self.to_dict(record))
+
+
+def identity_key(record: AnyRecord) -> bytes:
+    """The republished record's key: its type plus key fields, so compaction keeps the latest."""
+    if not isinstance(record, Record):
+        return dumps({"type": "unknown", "key_type": record.key_type, "raw": record.key}).encode()
+    ident = {"type": RECORD_TYPES[record.key_type].name, **struct_dict(record.key)}
+    return dumps(ident).encode("utf-8", "surrogateescape")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON with bytes as base64; invalid UTF-8 kept from the wire is escaped."""
+    return json.dumps(obj, separators=(",", ":"), default=_json_default, ensure_ascii=False)

@@ -1,0 +1,25 @@
+"""Which `__consumer_offsets` partition holds a group (the group coordinator's formula)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_PARTITIONS: Final = 50
+_INT_MIN: Final = -(1 << 31)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31*h + c over UTF-16 code units, 32-bit two's complement."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int = DEFAULT_PARTITIONS) -> int:
+    """`Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions` (abs(MIN_VALUE) = 0)."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    h = java_string_hash(group_id)
+    return (0 if h == _INT_MIN else abs(h)) % num_partitions
