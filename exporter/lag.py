@@ -1,0 +1,265 @@
+"""Consumer lag in offsets and in seconds, from a compact history of log-end samples.
+
+Pure logic: no I/O, no clock. Times are epoch milliseconds (int); lag in seconds is a float.
+
+Lag in seconds is "how long has the next unread message been waiting", i.e. now minus the
+time the message at the committed offset was appended. Kafka does not tell us append times
+per offset cheaply, so a background sampler records the log end offset of every data
+partition every few seconds and `LogEndHistory` turns those samples into an offset -> time
+lookup. Two rules keep the number honest, which is where kafka-lag-exporter goes wrong:
+the lookup only interpolates between real samples and never extrapolates (no astronomical or
+infinite values), and a consumer at the log end has lag 0.0 (no NaN, no gaps).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_MAX_SAMPLES",
+    "DEFAULT_SAMPLE_INTERVAL_MS",
+    "LagSeconds",
+    "LogEndHistory",
+    "ProduceTime",
+    "lag_seconds",
+    "offset_lag",
+]
+
+DEFAULT_SAMPLE_INTERVAL_MS = 10_000
+# 90 samples at 10 s cover 15 minutes of a partition whose log end moves at every sample;
+# idle stretches cost at most two samples, so quiet partitions are covered for much longer.
+DEFAULT_MAX_SAMPLES = 90
+
+
+def offset_lag(log_end_offset: int, committed_offset: int) -> int:
+    """Messages between the committed offset and the log end; never negative.
+
+    A committed offset past the log end (stale log-end sample, truncated or recreated topic)
+    reads as 0 here; telling those cases apart is the status evaluation's job.
+    """
+    return max(0, log_end_offset - committed_offset)
+
+
+@dataclass(slots=True, frozen=True)
+class ProduceTime:
+    """When the message at an offset was appended, as far as the history can tell.
+
+    `is_lower_bound` is True when the message is older than the oldest sample: `time_ms` is
+    then that sample's time, the message was appended at or before it, and any age derived
+    from it is a lower bound of the true age.
+    """
+
+    time_ms: int
+    is_lower_bound: bool
+
+
+@dataclass(slots=True, frozen=True)
+class LagSeconds:
+    """Age in seconds of the next message a consumer would read (0.0 when caught up).
+
+    `is_lower_bound` is True when that message predates the history (the true lag is at least
+    `seconds`), or when nothing at all is known about the partition yet.
+    """
+
+    seconds: float
+    is_lower_bound: bool
+
+
+class LogEndHistory:
+    """Bounded history of (sample_time_ms, log_end_offset) for one data topic-partition.
+
+    Samples live interleaved in a single `array('q')` (16 bytes per sample, no per-sample
+    Python objects) that grows on demand up to `max_samples` and then becomes a ring buffer:
+    with ~100k partitions a list of tuples would cost ~10x more, and preallocating every ring
+    would charge idle partitions for samples they never need.
+
+    Runs of equal log ends are compressed: a run keeps its first sample (so "idle since" stays
+    exact) and the latest time it was still seen at that offset is held in one field; only
+    when the log end moves again is that run end written as a sample, because interpolating
+    the next messages needs to know when the partition was last seen still. An idle partition
+    therefore costs one or two samples however long it idles.
+    """
+
+    __slots__ = ("_buf", "_count", "_last_seen_ms", "_max", "_resets", "_start")
+
+    def __init__(self, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
+        if max_samples < 2:
+            # Closing a flat run and opening the next one writes two samples at once.
+            raise ValueError(f"max_samples must be >= 2, got {max_samples}")
+        self._max = max_samples
+        self._buf = array("q")
+        self._start = 0
+        self._count = 0
+        self._last_seen_ms = 0
+        self._resets = 0
+
+    def __len__(self) -> int:
+        """Number of stored samples (a flat run's open end is not one of them)."""
+        return self._count
+
+    @property
+    def max_samples(self) -> int:
+        return self._max
+
+    @property
+    def resets(self) -> int:
+        """How many times a falling log end (recreated/truncated topic) wiped the history."""
+        return self._resets
+
+    def clear(self) -> None:
+        self._buf = array("q")
+        self._start = 0
+        self._count = 0
+        self._last_seen_ms = 0
+
+    def record(self, time_ms: int, log_end_offset: int) -> bool:
+        """Add a sample; returns False when it was ignored (not newer than the latest one).
+
+        A log end lower than the previous one cannot happen to a live partition, so it means
+        the topic was recreated or truncated: offsets before and after are unrelated, and the
+        history restarts from this sample.
+        """
+        if log_end_offset < 0:
+            raise ValueError(f"log end offset must be >= 0, got {log_end_offset}")
+        if self._count == 0:
+            self._push(time_ms, log_end_offset)
+            self._last_seen_ms = time_ms
+            return True
+        if time_ms <= self._last_seen_ms:
+            return False
+        last = self._count - 1
+        last_offset = self._offset(last)
+        if log_end_offset == last_offset:
+            self._last_seen_ms = time_ms
+            return True
+        if log_end_offset < last_offset:
+            self.clear()
+            self._resets += 1
+            self._push(time_ms, log_end_offset)
+            self._last_seen_ms = time_ms
+            return True
+        if self._last_seen_ms > self._time(last):
+            self._push(self._last_seen_ms, last_offset)
+        self._push(time_ms, log_end_offset)
+        self._last_seen_ms = time_ms
+        return True
+
+    def latest(self) -> tuple[int, int] | None:
+        """(time_ms, log_end_offset) of the most recent sample, None before the first one."""
+        if self._count == 0:
+            return None
+        return self._last_seen_ms, self._offset(self._count - 1)
+
+    def first(self) -> tuple[int, int] | None:
+        """(time_ms, log_end_offset) of the oldest sample still held."""
+        if self._count == 0:
+            return None
+        return self._time(0), self._offset(0)
+
+    def samples(self) -> list[tuple[int, int]]:
+        """Stored samples oldest first, plus the open end of the current flat run if any."""
+        out = [(self._time(i), self._offset(i)) for i in range(self._count)]
+        if self._count and self._last_seen_ms > out[-1][0]:
+            out.append((self._last_seen_ms, out[-1][1]))
+        return out
+
+    def unchanged_since_ms(self) -> int | None:
+        """First time the current log end was seen, if it has been seen at least twice.
+
+        None when the latest sample moved the log end (or there is no sample): then it is only
+        known to have changed somewhere between the last two samples.
+        """
+        if self._count == 0:
+            return None
+        run_start = self._time(self._count - 1)
+        return run_start if self._last_seen_ms > run_start else None
+
+    def log_end_at(self, time_ms: int) -> int | None:
+        """Log end as of `time_ms`: the last sample at or before it; None if before the history.
+
+        For times after the latest sample this is the latest known value, not a guess.
+        """
+        if self._count == 0 or time_ms < self._time(0):
+            return None
+        lo, hi = 0, self._count - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._time(mid) <= time_ms:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self._offset(lo)
+
+    def produce_time_ms(self, offset: int) -> ProduceTime | None:
+        """When the message AT `offset` was appended (the next one a consumer there would read).
+
+        None when no sample has a log end above `offset` (the consumer is caught up as far as
+        we know). Otherwise interpolates between the last sample with log_end <= offset and
+        the first with log_end > offset; never extrapolates outside the history.
+        """
+        if self._count == 0 or offset >= self._offset(self._count - 1):
+            return None
+        lo, hi = 0, self._count - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._offset(mid) > offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 0:
+            return ProduceTime(self._time(0), is_lower_bound=True)
+        t_before, end_before = self._time(lo - 1), self._offset(lo - 1)
+        t_after, end_after = self._time(lo), self._offset(lo)
+        # The n = end_after - end_before messages arrived somewhere in (t_before, t_after];
+        # for arrivals spread uniformly the k-th of n lands on average at k/(n+1) of the gap.
+        # That keeps a lone message in a gap at the midpoint instead of at either end.
+        k = offset - end_before + 1
+        n = end_after - end_before
+        return ProduceTime(t_before + (t_after - t_before) * k // (n + 1), is_lower_bound=False)
+
+    def _time(self, i: int) -> int:
+        p = self._start + i
+        if p >= self._max:
+            p -= self._max
+        return self._buf[2 * p]
+
+    def _offset(self, i: int) -> int:
+        p = self._start + i
+        if p >= self._max:
+            p -= self._max
+        return self._buf[2 * p + 1]
+
+    def _push(self, time_ms: int, log_end_offset: int) -> None:
+        if self._count < self._max:
+            # While growing, _start stays 0 so physical order is logical order.
+            self._buf.append(time_ms)
+            self._buf.append(log_end_offset)
+            self._count += 1
+            return
+        p = self._start
+        self._buf[2 * p] = time_ms
+        self._buf[2 * p + 1] = log_end_offset
+        self._start = p + 1 if p + 1 < self._max else 0
+
+
+def lag_seconds(history: LogEndHistory, committed_offset: int, now_ms: int) -> LagSeconds:
+    """Age of the message at `committed_offset` at `now_ms`, in seconds.
+
+    0.0 when the consumer is at (or past) the latest sampled log end: a caught-up consumer of
+    an idle topic stays at 0 forever. Otherwise now minus the interpolated append time,
+    clamped at 0 (clock skew) and, because the append time is never earlier than the oldest
+    sample, never more than now minus the oldest sample. A stopped consumer on an idle topic
+    therefore sees its lag grow with wall time, which is true: the message it has not read
+    has been waiting that long.
+    """
+    latest = history.latest()
+    if latest is None:
+        return LagSeconds(0.0, is_lower_bound=True)
+    if committed_offset >= latest[1]:
+        return LagSeconds(0.0, is_lower_bound=False)
+    produced = history.produce_time_ms(committed_offset)
+    if produced is None:  # pragma: no cover - excluded by the latest() check above
+        return LagSeconds(0.0, is_lower_bound=False)
+    age_ms = max(0, now_ms - produced.time_ms)
+    return LagSeconds(age_ms / 1000.0, produced.is_lower_bound)
