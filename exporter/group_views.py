@@ -1,0 +1,277 @@
+"""Readable views of a group, derived from the latest records `OffsetState` keeps.
+
+Classic groups: the last GroupMetadata record (members, their client ids/hosts and the
+partitions of their consumer-protocol assignment). KIP-848 consumer groups: group epoch,
+target assignment epoch and per-member epochs/assignments (types 3-8, topic ids resolved to
+names through the partition metadata record when Kafka wrote one). Share and streams groups:
+epochs and members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from decoder.consumer_protocol import ConsumerProtocol
+from decoder.errors import DecodeError
+from decoder.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataValue,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataValue,
+    ShareGroupMetadataWithHashValue,
+    ShareGroupPartitionMetadataValue,
+    StreamsGroupCurrentMemberAssignmentValue,
+    StreamsGroupMemberMetadataValue,
+    StreamsGroupMetadataValue,
+    TopicPartitions,
+)
+from exporter.state import GroupState
+
+Assignment = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    client_id: str
+    client_host: str
+    instance_id: str | None
+    rack_id: str | None
+    #: KIP-848 member epoch; None for classic members
+    member_epoch: int | None
+    #: (topic name - or topic id when no name is known - , partitions)
+    assignment: Assignment
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    group_id: str
+    #: CLASSIC / CONSUMER / SHARE / STREAMS
+    kind: str
+    #: Kafka's group state names: EMPTY, STABLE, ASSIGNING, RECONCILING (KIP-848), DEAD
+    state: str
+    protocol_type: str
+    #: classic: the chosen assignor; consumer groups: the members' server assignor
+    protocol: str
+    #: classic generation or KIP-848 group epoch (-1 when unknown)
+    generation: int
+    assignment_epoch: int
+    #: offsets committed without ever joining (assign() + commit): no metadata record
+    is_simple: bool
+    members: tuple[MemberView, ...]
+
+    def owner_of(self, topic: str, partition: int) -> MemberView | None:
+        for member in self.members:
+            for assigned_topic, partitions in member.assignment:
+                if assigned_topic == topic and partition in partitions:
+                    return member
+        return None
+
+
+@dataclass(slots=True)
+class GroupViews:
+    protocol: ConsumerProtocol = field(default_factory=ConsumerProtocol)
+
+    def view(self, group: GroupState) -> GroupView:
+        kind = group.kind
+        if kind == "CONSUMER":
+            return self._consumer(group)
+        if kind == "SHARE":
+            return self._share(group)
+        if kind == "STREAMS":
+            return self._streams(group)
+        return self._classic(group)
+
+    def _classic(self, group: GroupState) -> GroupView:
+        record = group.record(2)
+        if record is None or not isinstance(record.value, GroupMetadataValue):
+            return GroupView(group.group_id, "CLASSIC", "EMPTY", "", "", -1, -1, True, ())
+        value = record.value
+        members = tuple(
+            MemberView(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                instance_id=m.group_instance_id,
+                rack_id=None,
+                member_epoch=None,
+                assignment=self._classic_assignment(value.protocol_type, m.assignment),
+            )
+            for m in value.members
+        )
+        return GroupView(
+            group_id=group.group_id,
+            kind="CLASSIC",
+            state="STABLE" if members else "EMPTY",
+            protocol_type=value.protocol_type,
+            protocol=value.protocol or "",
+            generation=value.generation,
+            assignment_epoch=value.generation,
+            is_simple=False,
+            members=members,
+        )
+
+    def _classic_assignment(self, protocol_type: str, raw: bytes) -> Assignment:
+        if protocol_type != "consumer" or not raw:
+            return ()
+        try:
+            _version, assignment = self.protocol.decode_assignment(raw)
+        except DecodeError:
+            return ()
+        return tuple((tp.topic, tp.partitions) for tp in assignment.assigned_partitions)
+
+    def _consumer(self, group: GroupState) -> GroupView:
+        epoch = -1
+        metadata = group.record(3)
+        if metadata is not None and isinstance(metadata.value, ConsumerGroupMetadataValue):
+            epoch = metadata.value.epoch
+        target_epoch = -1
+        target = group.record(6)
+        if target is not None and isinstance(
+            target.value, ConsumerGroupTargetAssignmentMetadataValue
+        ):
+            target_epoch = target.value.assignment_epoch
+        names = _topic_names(group, 4)
+        members = []
+        reconciling = False
+        assignor = ""
+        for member_id, record in group.records_of(5):
+            value = record.value
+            if not isinstance(value, ConsumerGroupMemberMetadataValue):
+                continue
+            assignor = assignor or (value.server_assignor or "")
+            current = group.record(8, member_id)
+            member_epoch: int | None = None
+            assignment: Assignment = ()
+            if current is not None and isinstance(
+                current.value, ConsumerGroupCurrentMemberAssignmentValue
+            ):
+                member_epoch = current.value.member_epoch
+                assignment = _resolve(current.value.assigned_partitions, names)
+                if current.value.state != 0 or member_epoch != target_epoch:
+                    reconciling = True
+            members.append(
+                MemberView(
+                    member_id=member_id,
+                    client_id=value.client_id,
+                    client_host=value.client_host,
+                    instance_id=value.instance_id,
+                    rack_id=value.rack_id,
+                    member_epoch=member_epoch,
+                    assignment=assignment,
+                )
+            )
+        # Kafka's ConsumerGroup.State: the target assignment lags the group epoch while the
+        # assignor runs, members lag the target while they reconcile
+        if not members:
+            state = "EMPTY"
+        elif target_epoch < epoch:
+            state = "ASSIGNING"
+        elif reconciling:
+            state = "RECONCILING"
+        else:
+            state = "STABLE"
+        return GroupView(
+            group_id=group.group_id,
+            kind="CONSUMER",
+            state=state,
+            protocol_type="consumer",
+            protocol=assignor,
+            generation=epoch,
+            assignment_epoch=target_epoch,
+            is_simple=False,
+            members=tuple(members),
+        )
+
+    def _share(self, group: GroupState) -> GroupView:
+        epoch = -1
+        metadata = group.record(11)
+        if metadata is not None and isinstance(
+            metadata.value, ShareGroupMetadataValue | ShareGroupMetadataWithHashValue
+        ):
+            epoch = metadata.value.epoch
+        names = _topic_names(group, 9)
+        members = []
+        for member_id, record in group.records_of(10):
+            value = record.value
+            if not isinstance(value, ShareGroupMemberMetadataValue):
+                continue
+            current = group.record(14, member_id)
+            member_epoch: int | None = None
+            assignment: Assignment = ()
+            if current is not None and isinstance(
+                current.value, ShareGroupCurrentMemberAssignmentValue
+            ):
+                member_epoch = current.value.member_epoch
+                assignment = _resolve(current.value.assigned_partitions, names)
+            members.append(
+                MemberView(
+                    member_id,
+                    value.client_id,
+                    value.client_host,
+                    None,
+                    value.rack_id,
+                    member_epoch,
+                    assignment,
+                )
+            )
+        state = "STABLE" if members else "EMPTY"
+        return GroupView(
+            group.group_id, "SHARE", state, "share", "", epoch, epoch, False, tuple(members)
+        )
+
+    def _streams(self, group: GroupState) -> GroupView:
+        epoch = -1
+        metadata = group.record(17)
+        if metadata is not None and isinstance(metadata.value, StreamsGroupMetadataValue):
+            epoch = metadata.value.epoch
+        members = []
+        for member_id, record in group.records_of(19):
+            value = record.value
+            if not isinstance(value, StreamsGroupMemberMetadataValue):
+                continue
+            current = group.record(22, member_id)
+            member_epoch = None
+            assignment: Assignment = ()
+            if current is not None and isinstance(
+                current.value, StreamsGroupCurrentMemberAssignmentValue
+            ):
+                member_epoch = current.value.member_epoch
+                # streams assign tasks (subtopology, partition), not topic partitions
+                assignment = tuple(
+                    (f"subtopology:{task.subtopology_id}", task.partitions)
+                    for task in current.value.active_tasks
+                )
+            members.append(
+                MemberView(
+                    member_id,
+                    value.client_id,
+                    value.client_host,
+                    value.instance_id,
+                    value.rack_id,
+                    member_epoch,
+                    assignment,
+                )
+            )
+        state = "STABLE" if members else "EMPTY"
+        return GroupView(
+            group.group_id, "STREAMS", state, "streams", "", epoch, epoch, False, tuple(members)
+        )
+
+
+def _topic_names(group: GroupState, key_type: int) -> dict[str, str]:
+    record = group.record(key_type)
+    if record is None or not isinstance(
+        record.value, ConsumerGroupPartitionMetadataValue | ShareGroupPartitionMetadataValue
+    ):
+        return {}
+    return {topic.topic_id: topic.topic_name for topic in record.value.topics}
+
+
+def _resolve(assigned: tuple[TopicPartitions, ...], names: dict[str, str]) -> Assignment:
+    return tuple((names.get(tp.topic_id, tp.topic_id), tp.partitions) for tp in assigned)

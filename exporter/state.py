@@ -1,0 +1,268 @@
+"""The exporter's state: what `__consumer_offsets` says right now, per group.
+
+Pure: fed decoded records in topic order, no I/O. Two kinds of state:
+
+* Committed offsets, the bulk (millions of (group, topic, partition) on big clusters), live in
+  per-(group, topic) columnar arrays indexed by partition number: ~60 bytes per tracked
+  partition instead of several hundred for an object per partition.
+* Everything else (classic group metadata, KIP-848 consumer/share/streams group records) is
+  kept as the latest decoded record per key - exactly what log compaction keeps - and views
+  (members, state, epochs) are derived from those records when a snapshot is built.
+
+Every tombstone removes what it deletes; a group with neither offsets nor records left is
+gone, and so are its metric series.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from decoder.canonical import group_of
+from decoder.records import (
+    GroupMemberKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    RegularExpressionKey,
+)
+
+#: sentinel for "no rewind seen" / "never"
+NEVER: Final = -1
+
+_OFFSET_COMMIT_TYPES: Final = (0, 1)
+_CLASSIC_TYPE: Final = 2
+_CONSUMER_TYPES: Final = frozenset({3, 4, 5, 6, 7, 8, 16})
+_SHARE_TYPES: Final = frozenset(range(9, 16))
+_STREAMS_TYPES: Final = frozenset(range(17, 25))
+
+
+class PartitionTable:
+    """Committed offsets of one (group, topic), one array slot per partition number."""
+
+    __slots__ = (
+        "commit_ts",
+        "committed",
+        "leader_epoch",
+        "metadata",
+        "move_ts",
+        "present",
+        "rewind_ts",
+        "window_commits",
+        "window_offset",
+        "window_ts",
+    )
+
+    def __init__(self) -> None:
+        self.present = bytearray()
+        self.committed = array("q")
+        self.commit_ts = array("q")
+        self.leader_epoch = array("i")
+        # offset/time at the start of the current status window (tumbling, see Window docs)
+        self.window_offset = array("q")
+        self.window_ts = array("q")
+        self.window_commits = array("i")
+        # last time a commit went backwards / moved the offset forward
+        self.rewind_ts = array("q")
+        self.move_ts = array("q")
+        # commit metadata strings; allocated only once a non-empty one shows up
+        self.metadata: list[str] | None = None
+
+    def _grow(self, size: int) -> None:
+        extra = size - len(self.present)
+        self.present.extend(bytes(extra))
+        for column in (self.committed, self.commit_ts, self.window_offset, self.window_ts):
+            column.extend([0] * extra)
+        for column32 in (self.leader_epoch, self.window_commits):
+            column32.extend([0] * extra)
+        for column_ts in (self.rewind_ts, self.move_ts):
+            column_ts.extend([NEVER] * extra)
+        if self.metadata is not None:
+            self.metadata.extend([""] * extra)
+
+    def commit(self, partition: int, value: OffsetCommitValue) -> None:
+        if partition >= len(self.present):
+            self._grow(partition + 1)
+        offset = value.offset
+        ts = value.commit_timestamp
+        if self.present[partition]:
+            previous = self.committed[partition]
+            if offset < previous:
+                self.rewind_ts[partition] = ts
+            elif offset > previous:
+                self.move_ts[partition] = ts
+            self.window_commits[partition] += 1
+        else:
+            self.present[partition] = 1
+            self.window_offset[partition] = offset
+            self.window_ts[partition] = ts
+            self.window_commits[partition] = 1
+            self.move_ts[partition] = ts
+            self.rewind_ts[partition] = NEVER
+        self.committed[partition] = offset
+        self.commit_ts[partition] = ts
+        self.leader_epoch[partition] = value.leader_epoch
+        metadata = value.metadata
+        if metadata or self.metadata is not None:
+            if self.metadata is None:
+                self.metadata = [""] * len(self.present)
+            self.metadata[partition] = metadata
+
+    def delete(self, partition: int) -> None:
+        if partition < len(self.present):
+            self.present[partition] = 0
+
+    def __len__(self) -> int:
+        return self.present.count(1)
+
+    def partitions(self) -> Iterator[int]:
+        present = self.present
+        return (p for p in range(len(present)) if present[p])
+
+    def metadata_of(self, partition: int) -> str:
+        return self.metadata[partition] if self.metadata is not None else ""
+
+    def roll_window(self, now_ms: int, window_ms: int) -> None:
+        """Start a new status window for partitions whose window is older than window_ms.
+
+        The window is tumbling: it restarts from the offset current at that moment. This keeps
+        five numbers per partition instead of a commit history; the evaluator compares the
+        current state with the window start.
+        """
+        present = self.present
+        window_ts = self.window_ts
+        for p in range(len(present)):
+            if present[p] and now_ms - window_ts[p] >= window_ms:
+                self.window_offset[p] = self.committed[p]
+                window_ts[p] = now_ms
+                self.window_commits[p] = 0
+
+    def nbytes(self) -> int:
+        size = len(self.present)
+        return size * (1 + 8 * 6 + 4 * 2) + (8 * size if self.metadata is not None else 0)
+
+
+@dataclass(slots=True)
+class GroupState:
+    group_id: str
+    topics: dict[str, PartitionTable] = field(default_factory=dict)
+    #: latest non-commit record per (key type, member id / regex / "")
+    records: dict[tuple[int, str], Record] = field(default_factory=dict)
+    commits_total: int = 0
+    last_record_ts: int = NEVER
+
+    def is_empty(self) -> bool:
+        return not self.topics and not self.records
+
+    @property
+    def kind(self) -> str:
+        """CLASSIC / CONSUMER / SHARE / STREAMS, as Kafka's ListGroups types them."""
+        types = {key_type for key_type, _ in self.records}
+        if types & _CONSUMER_TYPES:
+            return "CONSUMER"
+        if types & _SHARE_TYPES:
+            return "SHARE"
+        if types & _STREAMS_TYPES:
+            return "STREAMS"
+        return "CLASSIC"
+
+    def record(self, key_type: int, sub_key: str = "") -> Record | None:
+        return self.records.get((key_type, sub_key))
+
+    def records_of(self, key_type: int) -> Iterator[tuple[str, Record]]:
+        return ((sub, rec) for (kt, sub), rec in self.records.items() if kt == key_type)
+
+
+@dataclass(slots=True)
+class ApplyCounters:
+    records: int = 0
+    commits: int = 0
+    tombstones: int = 0
+    groups_deleted: int = 0
+
+
+@dataclass(slots=True)
+class OffsetState:
+    """All groups of a cluster as `__consumer_offsets` describes them."""
+
+    groups: dict[str, GroupState] = field(default_factory=dict)
+    counters: ApplyCounters = field(default_factory=ApplyCounters)
+
+    def apply(self, record: Record) -> None:
+        counters = self.counters
+        counters.records += 1
+        key = record.key
+        if record.key_type in _OFFSET_COMMIT_TYPES:
+            assert isinstance(key, OffsetCommitKey)
+            self._apply_commit(key, record)
+            return
+        group_id = group_of(record)
+        assert group_id is not None
+        sub_key = ""
+        if isinstance(key, GroupMemberKey):
+            sub_key = key.member_id
+        elif isinstance(key, RegularExpressionKey):
+            sub_key = key.regular_expression
+        slot = (record.key_type, sub_key)
+        group = self.groups.get(group_id)
+        if record.value is None:
+            counters.tombstones += 1
+            if group is not None:
+                group.records.pop(slot, None)
+                self._drop_if_empty(group)
+            return
+        if group is None:
+            group = self.groups[group_id] = GroupState(group_id)
+        group.records[slot] = record
+        group.last_record_ts = max(group.last_record_ts, record.timestamp)
+
+    def _apply_commit(self, key: OffsetCommitKey, record: Record) -> None:
+        group = self.groups.get(key.group)
+        value = record.value
+        if value is None:
+            self.counters.tombstones += 1
+            if group is None:
+                return
+            table = group.topics.get(key.topic)
+            if table is not None:
+                table.delete(key.partition)
+                if not len(table):
+                    del group.topics[key.topic]
+            self._drop_if_empty(group)
+            return
+        assert isinstance(value, OffsetCommitValue)
+        if group is None:
+            group = self.groups[key.group] = GroupState(key.group)
+        table = group.topics.get(key.topic)
+        if table is None:
+            table = group.topics[key.topic] = PartitionTable()
+        table.commit(key.partition, value)
+        group.commits_total += 1
+        self.counters.commits += 1
+        if record.timestamp > group.last_record_ts:
+            group.last_record_ts = record.timestamp
+
+    def _drop_if_empty(self, group: GroupState) -> None:
+        if group.is_empty():
+            del self.groups[group.group_id]
+            self.counters.groups_deleted += 1
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def tracked_partitions(self) -> set[tuple[str, int]]:
+        """Every data topic-partition some group has committed to (what the sampler reads)."""
+        tracked: set[tuple[str, int]] = set()
+        for group in self.groups.values():
+            for topic, table in group.topics.items():
+                tracked.update((topic, p) for p in table.partitions())
+        return tracked
+
+    def tracked_count(self) -> int:
+        return sum(len(t) for g in self.groups.values() for t in g.topics.values())
+
+    def roll_windows(self, now_ms: int, window_ms: int) -> None:
+        for group in self.groups.values():
+            for table in group.topics.values():
+                table.roll_window(now_ms, window_ms)
