@@ -1,0 +1,228 @@
+"""A cluster workload for the demo: data topics, and groups that behave well and badly.
+
+Writes messages to data topics (so log-end offsets move) and real-format
+`__consumer_offsets` records (made by `RecordFactory`) for one group per behaviour the
+exporter must tell apart: healthy, lagging, stalled, stopped, rewound, deleted, an idle but
+caught-up consumer, a KIP-848 consumer group and a transactional committer (one aborted
+transaction in three: its offsets must never count).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from confluent_kafka import KafkaException, Producer
+
+from decoder.partitioner import partition_for
+from offsetwatch.record_factory import KeyValue, Member, RecordFactory
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLoad:
+    name: str
+    partitions: int
+    #: messages per second per partition
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    group: str
+    behaviour: str
+    topic: str
+    #: what the exporter should conclude, shown in the demo table
+    expect: str
+
+
+DEFAULT_TOPICS: Final = (
+    TopicLoad("orders", 6, 40.0),
+    TopicLoad("payments", 3, 10.0),
+    TopicLoad("audit-log", 1, 0.0),
+)
+
+DEFAULT_PLANS: Final = (
+    GroupPlan("billing-healthy", "healthy", "orders", "OK, lag ~0"),
+    GroupPlan("reports-lagging", "lagging", "orders", "WARN, lag growing"),
+    GroupPlan("etl-stalled", "stalled", "payments", "STALL: commits, offset stuck"),
+    GroupPlan("search-stopped", "stopped", "payments", "STOP: no commits, lag"),
+    GroupPlan("replay-rewound", "rewind", "orders", "REWIND: offset reset"),
+    GroupPlan("old-deleted", "deleted", "payments", "disappears after ~30 s"),
+    GroupPlan("audit-idle", "idle", "audit-log", "OK: idle topic, caught up"),
+    GroupPlan("kip848-consumers", "kip848", "orders", "KIP-848 group, OK"),
+    GroupPlan("txn-processor", "transactional", "payments", "OK; aborted txns ignored"),
+)
+
+
+@dataclass(slots=True)
+class _GroupRun:
+    plan: GroupPlan
+    consumed: dict[int, float] = field(default_factory=dict)
+    deleted: bool = False
+    txn_count: int = 0
+
+
+@dataclass(slots=True)
+class ClusterSimulator:
+    """Drives the workload against a cluster (the demo uses librdkafka's mock cluster)."""
+
+    bootstrap_servers: str
+    offsets_partitions: int = 6
+    topics: tuple[TopicLoad, ...] = DEFAULT_TOPICS
+    plans: tuple[GroupPlan, ...] = DEFAULT_PLANS
+    clock: Callable[[], float] = time.time
+    factory: RecordFactory = field(default_factory=RecordFactory)
+    produced: dict[tuple[str, int], float] = field(default_factory=dict)
+    started: float = 0.0
+    transactions_supported: bool = True
+    _producer: Any = None
+    _txn_producer: Any = None
+    _runs: list[_GroupRun] = field(default_factory=list)
+
+    def create_topics(self, create_topic: Callable[[str, int], None]) -> None:
+        """Create the data topics and `__consumer_offsets` with their partition counts.
+
+        `create_topic` is the cluster's own control call: librdkafka's mock cluster has no
+        CreateTopics API, only its C control interface (see offsetwatch.mock_cluster).
+        """
+        create_topic(OFFSETS_TOPIC, self.offsets_partitions)
+        for topic in self.topics:
+            create_topic(topic.name, topic.partitions)
+
+    def start(self) -> None:
+        self._producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5})
+        self.started = self.clock()
+        for topic in self.topics:
+            for p in range(topic.partitions):
+                self.produced[(topic.name, p)] = 0.0
+        self._runs = [_GroupRun(plan) for plan in self.plans]
+        self._prefill()
+        try:
+            self._txn_producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "transactional.id": "offsetwatch-demo-txn",
+                    "transaction.timeout.ms": 60_000,
+                }
+            )
+            self._txn_producer.init_transactions(10)
+        except KafkaException:
+            self.transactions_supported = False
+            self._txn_producer = None
+
+    def _prefill(self) -> None:
+        # some history so every topic has messages before groups start committing
+        for topic in self.topics:
+            for p in range(topic.partitions):
+                self._produce_data(topic.name, p, 50)
+
+    def _produce_data(self, topic: str, partition: int, count: int) -> None:
+        for _ in range(count):
+            self._producer.produce(topic, b"x" * 32, partition=partition)
+        self.produced[(topic, partition)] = self.produced.get((topic, partition), 0.0) + count
+        self._producer.poll(0)
+
+    def _write(self, group: str, records: list[KeyValue], producer: Any = None) -> None:
+        target = producer or self._producer
+        partition = partition_for(group, self.offsets_partitions)
+        for key, value in records:
+            target.produce(OFFSETS_TOPIC, value, key, partition=partition)
+        target.poll(0)
+
+    def _partitions(self, topic: str) -> int:
+        return next(t.partitions for t in self.topics if t.name == topic)
+
+    def _log_end(self, topic: str, partition: int) -> int:
+        return int(self.produced[(topic, partition)])
+
+    def tick(self, elapsed_s: float = 1.0) -> None:
+        """Advance the workload by one step (call about once a second)."""
+        now_ms = int(self.clock() * 1000)
+        for topic in self.topics:
+            if topic.rate <= 0:
+                continue
+            for p in range(topic.partitions):
+                self._produce_data(topic.name, p, int(topic.rate * elapsed_s))
+        age = self.clock() - self.started
+        for run in self._runs:
+            self._step(run, now_ms, age)
+        self._producer.flush(5)
+
+    def _step(self, run: _GroupRun, now_ms: int, age: float) -> None:
+        plan = run.plan
+        if run.deleted:
+            return
+        n = self._partitions(plan.topic)
+        ends = {p: self._log_end(plan.topic, p) for p in range(n)}
+        members = [
+            Member(f"{plan.group}-member-{i}", f"{plan.group}-client", f"/10.0.0.{i + 1}",
+                   ((plan.topic, tuple(p for p in range(n) if p % 2 == i)),))
+            for i in range(min(2, n))
+        ]  # fmt: skip
+        if not run.consumed:
+            run.consumed = {p: float(ends[p]) for p in range(n)}
+            if plan.behaviour == "kip848":
+                self._write(
+                    plan.group,
+                    self.factory.consumer_group(plan.group, 3, members, {plan.topic: n}),
+                )
+            elif plan.behaviour != "stopped":
+                self._write(
+                    plan.group, [self.factory.classic_group(plan.group, 1, members, now_ms)]
+                )
+        behaviour = plan.behaviour
+        if behaviour == "stopped" and age > 5:
+            return
+        if behaviour == "deleted" and age > 30:
+            records = [self.factory.commit_tombstone(plan.group, plan.topic, p) for p in range(n)]
+            records.append(self.factory.classic_group_tombstone(plan.group))
+            self._write(plan.group, records)
+            run.deleted = True
+            return
+        for p in range(n):
+            if behaviour in ("healthy", "kip848", "idle", "deleted", "transactional", "stopped"):
+                run.consumed[p] = float(ends[p])
+            elif behaviour == "lagging":
+                topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
+                run.consumed[p] = min(float(ends[p]), run.consumed[p] + 0.5 * topic_rate)
+            elif behaviour == "rewind":
+                run.consumed[p] = float(ends[p])
+                if int(age) % 60 in (30, 31) and p == 0:
+                    run.consumed[p] = max(0.0, ends[p] - 400.0)
+            # "stalled": committed offset never moves
+        commits = [
+            self.factory.commit(plan.group, plan.topic, p, int(run.consumed[p]), now_ms)
+            for p in range(n)
+        ]
+        if behaviour == "transactional" and self.transactions_supported:
+            self._commit_transactionally(run, commits, now_ms, n)
+            return
+        self._write(plan.group, commits)
+
+    def _commit_transactionally(
+        self, run: _GroupRun, commits: list[KeyValue], now_ms: int, n: int
+    ) -> None:
+        producer = self._txn_producer
+        run.txn_count += 1
+        producer.begin_transaction()
+        if run.txn_count % 3 == 0:
+            # an aborted transaction with offsets far ahead: must never become committed
+            bogus = [
+                self.factory.commit(run.plan.group, run.plan.topic, p, 10**9, now_ms)
+                for p in range(n)
+            ]
+            self._write(run.plan.group, bogus, producer)
+            producer.abort_transaction(10)
+            return
+        self._write(run.plan.group, commits, producer)
+        producer.commit_transaction(10)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+        if self._txn_producer is not None:
+            self._txn_producer.flush(5)
