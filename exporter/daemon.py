@@ -1,0 +1,369 @@
+"""The long-running exporter: wires the source, ingest, state, sampler, sinks and snapshots.
+
+Threads and who owns what:
+
+* the main loop (`run`) owns the state store and the log-end histories: it polls the source,
+  ingests, applies sampler results, builds snapshots and writes checkpoints. No locks are
+  needed around the state because nothing else touches it.
+* the sampler thread only talks to Kafka; its results are handed over through a queue, and it
+  reads the set of partitions to sample from an immutable set the main loop publishes.
+* HTTP threads only read the latest immutable `Snapshot` and the stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from decoder.canonical import Canonical, identity_key
+from decoder.codec import Codec
+from decoder.records import AnyRecord
+from exporter.checkpoint import (
+    CheckpointError,
+    CheckpointMeta,
+    CheckpointNotFound,
+    load_checkpoint,
+    save_checkpoint,
+)
+from exporter.config import ExporterConfig
+from exporter.ingest import Ingestor, Quarantined
+from exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
+from exporter.lag import LogEndHistory
+from exporter.publisher import RecordPublisher
+from exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
+from exporter.state import OffsetState
+from exporter.stats import PipelineStats
+from exporter.status import StatusConfig
+
+log = logging.getLogger(__name__)
+
+Sample = tuple[int, dict[tuple[str, int], int | None]]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _compile(pattern: str | None) -> Any:
+    import re
+
+    return None if pattern is None else re.compile(pattern)
+
+
+@dataclass(slots=True)
+class Exporter:
+    """Everything the exporter knows; `run()` drives it until `stop()` (or SIGTERM)."""
+
+    config: ExporterConfig
+    clock_ms: Callable[[], int] = _now_ms
+    codec: Codec = field(default_factory=Codec)
+    stats: PipelineStats = field(default_factory=PipelineStats)
+    state: OffsetState = field(default_factory=OffsetState)
+    histories: dict[tuple[str, int], LogEndHistory] = field(default_factory=dict)
+    snapshot: Snapshot = EMPTY_SNAPSHOT
+    ingestor: Ingestor = field(init=False)
+    builder: SnapshotBuilder = field(init=False)
+    source: OffsetsTopicSource | None = None
+    publisher: RecordPublisher | None = None
+    archive: Any = None
+    _canonical: Canonical = field(default_factory=Canonical)
+    _samples: queue.SimpleQueue[Sample] = field(default_factory=queue.SimpleQueue)
+    _tracked: frozenset[tuple[str, int]] = frozenset()
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _sampled_once: bool = False
+    _next_snapshot_ms: int = 0
+    _next_checkpoint_ms: int = 0
+    _next_tracked_ms: int = 0
+    _quarantine_file: Any = None
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        self.ingestor = Ingestor(self.state, self.stats, self.codec)
+        self.builder = SnapshotBuilder(
+            status_config=StatusConfig(window_ms=int(cfg.status_window_s * 1000)),
+            filters=Filters(
+                _compile(cfg.group_allow),
+                _compile(cfg.group_deny),
+                _compile(cfg.topic_allow),
+                _compile(cfg.topic_deny),
+            ),
+        )
+        self.ingestor.quarantine.append(self._on_quarantined)
+
+    # -- wiring ----------------------------------------------------------------------------
+
+    def kafka_config(self) -> dict[str, object]:
+        properties: dict[str, object] = dict(self.config.kafka_properties)
+        properties["bootstrap.servers"] = self.config.bootstrap_servers
+        return properties
+
+    def open(self) -> None:
+        """Restore the checkpoint (if any) and create the Kafka clients."""
+        positions = self._restore()
+        self.source = OffsetsTopicSource(
+            self.kafka_config(), topic=self.config.offsets_topic, start_positions=positions
+        )
+        if self.config.publish_topic is not None:
+            self.publisher = RecordPublisher(
+                self.kafka_config(),
+                output_topic=self.config.publish_topic,
+                dlq_topic=self.config.publish_dlq_topic,
+                source_topic=self.config.offsets_topic,
+            )
+            self.ingestor.sinks.append(self._publish)
+        if self.config.archive_dir is not None:
+            from exporter.archive import ArchiveWriter
+
+            self.archive = ArchiveWriter(
+                self.config.archive_dir,
+                format=self.config.archive_format,
+                gzip=self.config.archive_gzip,
+                roll_bytes=self.config.archive_roll_bytes,
+                roll_seconds=self.config.archive_roll_s,
+            )
+            self.ingestor.sinks.append(self._archive)
+
+    def _checkpoint_meta(self) -> CheckpointMeta:
+        return CheckpointMeta.for_cluster(
+            self.config.offsets_topic, None, self.config.bootstrap_servers
+        )
+
+    def _restore(self) -> dict[int, int] | None:
+        path = self.config.checkpoint_path
+        if path is None:
+            return None
+        try:
+            loaded = load_checkpoint(path, expect=self._checkpoint_meta(), codec=self.codec)
+        except CheckpointNotFound:
+            log.info(
+                "no checkpoint at %s: reading %s from the start", path, self.config.offsets_topic
+            )
+            return None
+        except CheckpointError as error:
+            log.warning("%s; rebuilding the state from the start of the topic", error)
+            return None
+        self.state.groups.update(loaded.state.groups)
+        self.ingestor.positions.update(loaded.positions)
+        log.info(
+            "resumed from checkpoint %s: %d groups, %d partitions of %s",
+            path,
+            len(self.state.groups),
+            len(loaded.positions),
+            self.config.offsets_topic,
+        )
+        return dict(loaded.positions)
+
+    # -- sinks -----------------------------------------------------------------------------
+
+    def _publish(self, record: AnyRecord) -> None:
+        assert self.publisher is not None
+        value = self._canonical.to_json(record).encode("utf-8", "surrogateescape")
+        self.publisher.publish(record.partition, record.offset, identity_key(record), value)
+
+    def _archive(self, record: AnyRecord) -> None:
+        self.archive.write(self._canonical.to_dict(record))
+        self.stats.archive_records_total += 1
+
+    def _on_quarantined(self, item: Quarantined) -> None:
+        self.stats.quarantined_total += 1
+        log.warning("quarantined undecodable record: %s", item.error)
+        if self.publisher is not None and self.config.publish_dlq_topic is not None:
+            self.publisher.dead_letter(
+                item.partition, item.offset, item.key, item.value, str(item.error)
+            )
+            return
+        if self.publisher is not None:
+            self.publisher.mark_done(item.partition, item.offset)
+        self._write_quarantine_file(item)
+
+    def _write_quarantine_file(self, item: Quarantined) -> None:
+        # without a dead-letter topic the bytes still must not be lost: keep them on disk
+        directory = self._state_dir()
+        if directory is None:
+            return
+        if self._quarantine_file is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        from decoder.canonical import dumps
+
+        line = dumps(
+            {
+                "partition": item.partition,
+                "offset": item.offset,
+                "timestamp": item.timestamp,
+                "key": None if item.key is None else item.key.hex(),
+                "value": None if item.value is None else item.value.hex(),
+                "error": str(item.error),
+                "reason": item.error.kind,
+            }
+        )
+        self._quarantine_file.write(line + "\n")
+        self._quarantine_file.flush()
+
+    def _state_dir(self) -> Path | None:
+        if self.config.checkpoint_path is not None:
+            return Path(self.config.checkpoint_path).parent
+        if self.config.archive_dir is not None:
+            return Path(self.config.archive_dir)
+        return None
+
+    # -- sampler hand-over ------------------------------------------------------------------
+
+    def tracked_partitions(self) -> frozenset[tuple[str, int]]:
+        """Called on the sampler thread: returns the immutable set published by the main loop."""
+        return self._tracked
+
+    def on_sample(self, time_ms: int, offsets: dict[tuple[str, int], int | None]) -> None:
+        """Called on the sampler thread: hand the round over to the main loop."""
+        self._samples.put((time_ms, offsets))
+
+    def _apply_samples(self) -> None:
+        while True:
+            try:
+                time_ms, offsets = self._samples.get_nowait()
+            except queue.Empty:
+                return
+            for key, end in offsets.items():
+                if end is None:
+                    # the topic is gone: forget its history so the partition reports unknown
+                    self.histories.pop(key, None)
+                    continue
+                history = self.histories.get(key)
+                if history is None:
+                    history = self.histories[key] = LogEndHistory()
+                history.record(time_ms, end)
+            self._sampled_once = True
+            self.stats.last_sample_ms = time_ms
+
+    # -- the main loop ---------------------------------------------------------------------
+
+    def step(self, max_messages: int = 50_000, timeout_s: float = 0.2) -> int:
+        """One iteration of the main loop; returns the number of messages ingested."""
+        source = self.source
+        assert source is not None
+        batch = source.poll_batch(max_messages, timeout_s)
+        for event in batch.events:
+            self._on_event(event)
+        handled = self.ingestor.ingest(batch.messages) if batch.messages else 0
+        if self.publisher is not None:
+            self.publisher.poll(0)
+        self._apply_samples()
+        now = self.clock_ms()
+        self._update_source_stats(source)
+        if now >= self._next_tracked_ms:
+            self._tracked = frozenset(self.state.tracked_partitions())
+            self._next_tracked_ms = now + 1000
+        if now >= self._next_snapshot_ms:
+            self.build_snapshot(now)
+            self._next_snapshot_ms = now + int(self.config.snapshot_interval_s * 1000)
+        if self.config.checkpoint_path is not None and now >= self._next_checkpoint_ms:
+            if self._next_checkpoint_ms:
+                self.checkpoint()
+            self._next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
+        return handled
+
+    def _on_event(self, event: object) -> None:
+        if isinstance(event, OffsetOutOfRange):
+            # the checkpoint points where the log no longer is: rebuild from scratch
+            log.warning(
+                "%s partition %d: checkpoint position %d is out of range (%s); rebuilding "
+                "the whole state from the start of the topic",
+                self.config.offsets_topic,
+                event.partition,
+                event.requested_offset,
+                event.reason,
+            )
+            self.rebuild()
+        elif isinstance(event, SourceError):
+            log.warning("source: %s: %s", event.code, event.message)
+
+    def rebuild(self) -> None:
+        source = self.source
+        assert source is not None
+        self.state.groups.clear()
+        self.ingestor.positions.clear()
+        source.restart_from_beginning(source.assigned_partitions())
+        self.stats.mark_not_ready()
+
+    def _update_source_stats(self, source: OffsetsTopicSource) -> None:
+        stats = self.stats
+        stats.source_up = source.source_up()
+        for partition, position in source.positions().items():
+            stats.set_position(partition, position)
+        for partition, end in source.end_offsets().items():
+            stats.set_high_watermark(partition, end)
+        # ready = the first pass reached the end of every partition AND log ends are known:
+        # lag computed before both would be a spike from backfilled history
+        sampled = self._sampled_once or not self._tracked
+        if source.caught_up() and sampled and not stats.ready:
+            stats.mark_ready(self.clock_ms())
+            log.info("ready: caught up with %s", self.config.offsets_topic)
+
+    def build_snapshot(self, now_ms: int) -> Snapshot:
+        started = time.perf_counter()
+        window_ms = int(self.config.status_window_s * 1000)
+        self.state.roll_windows(now_ms, window_ms)
+        snapshot = self.builder.build(self.state, self.histories, now_ms, self.stats.ready)
+        self.snapshot = snapshot
+        self.stats.snapshot_duration_s = time.perf_counter() - started
+        self.stats.snapshot_time_ms = now_ms
+        return snapshot
+
+    def checkpoint(self) -> None:
+        path = self.config.checkpoint_path
+        if path is None:
+            return
+        positions = dict(self.ingestor.positions)
+        if self.publisher is not None:
+            # only what was delivered counts as done: resume before anything unconfirmed
+            self.publisher.flush(10)
+            confirmed = self.publisher.confirmed_positions()
+            positions = {p: min(pos, confirmed.get(p, pos)) for p, pos in positions.items()}
+        started = time.perf_counter()
+        try:
+            save_checkpoint(
+                path, self.state, positions, meta=self._checkpoint_meta(), codec=self.codec
+            )
+        except (OSError, CheckpointError) as error:
+            log.error("checkpoint to %s failed: %s (will retry)", path, error)
+            return
+        self.stats.checkpoint_duration_s = time.perf_counter() - started
+        self.stats.checkpoint_time_ms = self.clock_ms()
+
+    def run(self) -> None:
+        """Run until stop(): the caller has called open() and started HTTP/sampler."""
+        while not self._stop.is_set():
+            self.step()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, _frame: FrameType | None) -> None:
+            log.info("signal %d: flushing, checkpointing and exiting", signum)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def close(self) -> None:
+        """Flush sinks, write the final checkpoint, close clients."""
+        if self.publisher is not None:
+            self.publisher.flush(30)
+        if self.archive is not None:
+            self.archive.close()
+        self.checkpoint()
+        if self.publisher is not None:
+            self.publisher.close()
+        if self.source is not None:
+            self.source.close()
+        if self._quarantine_file is not None:
+            self._quarantine_file.close()
