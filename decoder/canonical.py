@@ -139,7 +139,8 @@ def identity_key(record: AnyRecord) -> bytes:
     if not isinstance(record, Record):
         return dumps({"type": "unknown", "key_type": record.key_type, "raw": record.key}).encode()
     ident = {"type": RECORD_TYPES[record.key_type].name, **struct_dict(record.key)}
-    return dumps(ident).encode("utf-8", "surrogateescape")
+    # raw bytes of invalid UTF-8 stay in the key: two different corrupt ids must not collide
+    return _raw_dumps(ident).encode("utf-8", "surrogateescape")
 
 
 def _json_default(value: Any) -> Any:
@@ -148,6 +149,21 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def dumps(obj: Any) -> str:
-    """Compact JSON with bytes as base64; invalid UTF-8 kept from the wire is escaped."""
+def _raw_dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), default=_json_default, ensure_ascii=False)
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON with bytes as base64.
+
+    Strings decoded from invalid UTF-8 keep their raw bytes as lone surrogates (so the encoder
+    can write them back); JSON must be valid UTF-8, so those become U+FFFD here - what Kafka's
+    own tools print for such bytes.
+    """
+    text = _raw_dumps(obj)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text

@@ -321,15 +321,6 @@ def test_invalid_utf8_survives_reencoding_and_identity() -> None:
     assert b"g\xff" in identity_key(record)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "decoder bug: canonical.dumps() uses ensure_ascii=False, so strings decoded with "
-        "surrogateescape (invalid UTF-8 on the wire) end up as lone surrogates in the JSON "
-        "text, which cannot be encoded as UTF-8 (UnicodeEncodeError) although the docstring "
-        "says they are escaped"
-    ),
-)
 def test_canonical_json_of_invalid_utf8_is_utf8_encodable() -> None:
     text = Canonical().to_json(_bad_utf8_record())
     data = text.encode("utf-8")  # what the republisher / jsonl archive must write
