@@ -83,6 +83,7 @@ class Exporter:
     _next_checkpoint_ms: int = 0
     _next_tracked_ms: int = 0
     _quarantine_file: Any = None
+    _avro: Any = None
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -112,6 +113,10 @@ class Exporter:
             self.kafka_config(), topic=self.config.offsets_topic, start_positions=positions
         )
         if self.config.publish_topic is not None:
+            if self.config.publish_format == "avro":
+                from decoder.avro import AvroCodec
+
+                self._avro = AvroCodec()
             self.publisher = RecordPublisher(
                 self.kafka_config(),
                 output_topic=self.config.publish_topic,
@@ -165,7 +170,16 @@ class Exporter:
 
     def _publish(self, record: AnyRecord) -> None:
         assert self.publisher is not None
-        value = self._canonical.to_json(record).encode("utf-8", "surrogateescape")
+        if self._avro is None:
+            value = self._canonical.to_json(record).encode("utf-8")
+        else:
+            canonical = self._canonical.to_dict(record)
+            schema_id = self.config.publish_schema_id
+            value = (
+                self._avro.encode(canonical)
+                if schema_id is None
+                else self._avro.encode_confluent(canonical, schema_id)
+            )
         self.publisher.publish(record.partition, record.offset, identity_key(record), value)
 
     def _archive(self, record: AnyRecord) -> None:

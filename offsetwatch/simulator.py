@@ -194,9 +194,12 @@ class ClusterSimulator:
                 topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
                 run.consumed[p] = min(float(ends[p]), run.consumed[p] + 0.5 * topic_rate)
             elif behaviour == "rewind":
-                run.consumed[p] = float(ends[p])
-                if int(age) % 60 in (30, 31) and p == 0:
-                    run.consumed[p] = max(0.0, ends[p] - 400.0)
+                # an offset reset every minute, then re-processing faster than production
+                topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
+                if int(age) % 60 == 20:
+                    run.consumed[p] = max(0.0, ends[p] - 60 * topic_rate)
+                else:
+                    run.consumed[p] = min(float(ends[p]), run.consumed[p] + 1.5 * topic_rate)
             # "stalled": committed offset never moves
         commits = [
             self.factory.commit(plan.group, plan.topic, p, int(run.consumed[p]), now_ms)

@@ -1,0 +1,82 @@
+"""Assembles a running exporter: daemon main loop, log-end sampler and HTTP server."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from exporter.config import ExporterConfig
+from exporter.daemon import Exporter
+from exporter.http_server import ExporterHttpServer
+from exporter.log_end_sampler import LogEndSampler
+from exporter.metrics import MetricsConfig, SnapshotCollector
+from exporter.snapshot import Snapshot
+from exporter.stats import PipelineStats
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ExporterService:
+    """One exporter with everything around it; `start()` then `run()` or `run_in_background()`."""
+
+    config: ExporterConfig
+    exporter: Exporter = field(init=False)
+    sampler: LogEndSampler = field(init=False)
+    http: ExporterHttpServer = field(init=False)
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        self.exporter = Exporter(cfg)
+        self.exporter.open()
+        self.sampler = LogEndSampler(
+            self.exporter.kafka_config(),
+            partitions=self.exporter.tracked_partitions,
+            on_sample=self.exporter.on_sample,
+            interval_s=cfg.sample_interval_s,
+        )
+        collector = SnapshotCollector(
+            self._latest,
+            MetricsConfig(
+                granularity=cfg.granularity,
+                kafka_lag_exporter_aliases=cfg.kafka_lag_exporter_aliases,
+                cluster_name=cfg.cluster_name,
+            ),
+        )
+        self.http = ExporterHttpServer(collector, host=cfg.http_host, port=cfg.http_port)
+
+    def _latest(self) -> tuple[Snapshot, PipelineStats]:
+        return self.exporter.snapshot, self.exporter.stats
+
+    def start(self) -> None:
+        self.http.start()
+        self.sampler.start()
+
+    def run(self) -> None:
+        """Run the main loop in this thread until stop() or SIGTERM/SIGINT, then shut down."""
+        self.exporter.install_signal_handlers()
+        try:
+            self.exporter.run()
+        finally:
+            self.shutdown()
+
+    def run_in_background(self) -> None:
+        self._thread = threading.Thread(
+            target=self.exporter.run, name="offsetwatch-exporter", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.exporter.stop()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        self.sampler.stop()
+        self.exporter.close()
+        self.http.stop()
+        log.info("exporter stopped")
