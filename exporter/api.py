@@ -1,0 +1,187 @@
+"""JSON views of a snapshot for the HTTP API: pure functions, snapshot in, dict out.
+
+`/api/v1/groups` lists groups; `/api/v1/groups/{group}` describes one group the way
+`kafka-consumer-groups --describe` does (one row per partition: committed offset, log end,
+lag, owner) plus what offsetwatch adds (lag in seconds, status, commit metadata, members and
+their assignments). Unknown numbers (log end not sampled, lag in seconds not known, no leader
+epoch) are null, never NaN or -1: NaN is not JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from exporter.group_views import GroupView, MemberView
+from exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
+from exporter.stats import PipelineStats
+from exporter.status import Status
+
+__all__ = [
+    "group_detail",
+    "group_summary",
+    "groups_list",
+    "owner_index",
+    "readiness",
+    "to_json",
+]
+
+JsonDict = dict[str, Any]
+
+
+def _float(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _known(value: int) -> int | None:
+    """Offsets, epochs and lags use -1 for "unknown"."""
+    return value if value >= 0 else None
+
+
+def _time(ms: int) -> str | None:
+    if ms <= 0:
+        return None
+    stamp = datetime.fromtimestamp(ms / 1000, UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _last_commit(ms: int) -> JsonDict:
+    return {"last_commit_ms": ms if ms > 0 else None, "last_commit": _time(ms)}
+
+
+def group_summary(group: GroupSnapshot) -> JsonDict:
+    view = group.view
+    return {
+        "group": view.group_id,
+        "kind": view.kind,
+        "state": view.state,
+        "members": len(view.members),
+        "status": group.status.name,
+        "total_lag": group.total_lag,
+        "max_lag_seconds": _float(group.max_lag_seconds),
+        **_last_commit(group.last_commit_ts),
+        "topics": len(group.topics),
+        "partitions": sum(len(rows) for rows in group.topics),
+    }
+
+
+def groups_list(snapshot: Snapshot) -> list[JsonDict]:
+    """One summary per group, by group id."""
+    return [group_summary(group) for group in snapshot.groups]
+
+
+def _owner(member: MemberView | None) -> JsonDict | None:
+    if member is None:
+        return None
+    return {
+        "member_id": member.member_id,
+        "client_id": member.client_id,
+        "host": member.client_host,
+    }
+
+
+def _rows(rows: TopicRows, owners: dict[tuple[str, int], MemberView]) -> list[JsonDict]:
+    out = []
+    topic = rows.topic
+    for i, partition in enumerate(rows.partitions):
+        out.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "committed": rows.committed[i],
+                "log_end": _known(rows.log_end[i]),
+                "lag": _known(rows.lag[i]),
+                "lag_seconds": _float(rows.lag_seconds[i]),
+                "status": Status(rows.status[i]).name,
+                **_last_commit(rows.commit_ts[i]),
+                "metadata": rows.metadata[i],
+                "leader_epoch": _known(rows.leader_epoch[i]),
+                "owner": _owner(owners.get((topic, partition))),
+            }
+        )
+    return out
+
+
+def _member(member: MemberView) -> JsonDict:
+    return {
+        "member_id": member.member_id,
+        "client_id": member.client_id,
+        "host": member.client_host,
+        "instance_id": member.instance_id,
+        "rack_id": member.rack_id,
+        "member_epoch": member.member_epoch,
+        "assignment": [
+            {"topic": topic, "partitions": list(partitions)}
+            for topic, partitions in member.assignment
+        ],
+    }
+
+
+def owner_index(view: GroupView) -> dict[tuple[str, int], MemberView]:
+    """(topic, partition) -> owning member: `GroupView.owner_of` for all partitions at once."""
+    owners: dict[tuple[str, int], MemberView] = {}
+    for member in view.members:
+        for topic, partitions in member.assignment:
+            for partition in partitions:
+                owners.setdefault((topic, partition), member)
+    return owners
+
+
+def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
+    """Everything known about one group; None when the snapshot has no such group."""
+    group = snapshot.group(group_id)
+    if group is None:
+        return None
+    view = group.view
+    owners = owner_index(view)
+    return {
+        "group": view.group_id,
+        "kind": view.kind,
+        "state": view.state,
+        "protocol_type": view.protocol_type,
+        "protocol": view.protocol,
+        "generation": _known(view.generation),
+        "assignment_epoch": _known(view.assignment_epoch),
+        "is_simple": view.is_simple,
+        "status": group.status.name,
+        "total_lag": group.total_lag,
+        "max_lag_seconds": _float(group.max_lag_seconds),
+        "commits_total": group.commits_total,
+        "commit_rate": _float(group.commit_rate),
+        **_last_commit(group.last_commit_ts),
+        "ready": snapshot.ready,
+        "snapshot_time_ms": snapshot.time_ms,
+        "partitions": [row for rows in group.topics for row in _rows(rows, owners)],
+        "members": [_member(member) for member in view.members],
+    }
+
+
+def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
+    """(ready, body of /readyz): ready once the source is up and the first pass is done."""
+    behind, known = stats.behind()
+    body: JsonDict = {
+        "ready": False,
+        "source_up": stats.source_up,
+        "caught_up": stats.ready,
+        "partitions": known,
+        "partitions_behind": behind,
+    }
+    if not stats.source_up:
+        body["reason"] = "source down"
+    elif not stats.ready:
+        if known == 0:
+            body["reason"] = "catching up: no __consumer_offsets partition positions known yet"
+        else:
+            body["reason"] = f"catching up: {behind} of {known} partitions not at end yet"
+    else:
+        body["ready"] = True
+        body["ready_since_ms"] = stats.ready_since_ms
+        body["ready_since"] = _time(stats.ready_since_ms)
+    return body["ready"], body
+
+
+def to_json(value: Any) -> bytes:
+    """UTF-8 JSON; raises on NaN/Infinity rather than writing invalid JSON."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

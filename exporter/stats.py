@@ -1,0 +1,136 @@
+"""The daemon's own health numbers: what it read, what it could not decode, where it stands.
+
+`PipelineStats` is a plain mutable object. The ingest thread (and the snapshot, sampler and
+checkpoint loops) write it; the metrics collector and the HTTP readiness check only read it.
+No lock: every write is a single attribute or dict-item store, atomic under the GIL, and
+readers copy the dicts before iterating them (`records()`, `errors()`, `source()`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["TOMBSTONE", "PipelineStats", "SourcePartition", "version_label"]
+
+#: the `version` label of a tombstone (a record without value, hence without value version)
+TOMBSTONE: Final = "tombstone"
+
+
+def version_label(version: int | None) -> str:
+    """The `version` label of `offsetwatch_records_total`: the value version or "tombstone"."""
+    return TOMBSTONE if version is None else str(version)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePartition:
+    """Where the ingest stands in one `__consumer_offsets` partition."""
+
+    partition: int
+    #: next offset to read; None before the first position is known
+    position: int | None
+    #: high watermark (log end); None before it was fetched
+    high_watermark: int | None
+
+    @property
+    def lag(self) -> int | None:
+        """Records not read yet (never negative); None while either end is unknown."""
+        if self.position is None or self.high_watermark is None:
+            return None
+        return max(0, self.high_watermark - self.position)
+
+    @property
+    def at_end(self) -> bool:
+        return self.lag == 0
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    """Self-metrics of the pipeline. Times are epoch milliseconds (0 = never), durations seconds."""
+
+    #: (record type name, value version label) -> records read; see `version_label`
+    records_total: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: DecodeError.kind (truncated/trailing/version/length/crc/codec/type/malformed) -> count
+    decode_errors_total: dict[str, int] = field(default_factory=dict)
+    #: records set aside (undecodable or inconsistent) instead of being applied
+    quarantined_total: int = 0
+    #: `__consumer_offsets` partition -> next offset to read
+    source_position: dict[int, int] = field(default_factory=dict)
+    #: `__consumer_offsets` partition -> high watermark
+    source_high_watermark: dict[int, int] = field(default_factory=dict)
+    #: the consumer of `__consumer_offsets` is connected and assigned
+    source_up: bool = False
+    #: the first pass over `__consumer_offsets` is done: lag and status mean something
+    ready: bool = False
+    ready_since_ms: int = 0
+    published_total: int = 0
+    publish_errors_total: int = 0
+    dlq_total: int = 0
+    archive_records_total: int = 0
+    #: last snapshot build: how long it took and when it finished
+    snapshot_duration_s: float = 0.0
+    snapshot_time_ms: int = 0
+    #: last log-end sampling round of the data partitions
+    sample_duration_s: float = 0.0
+    last_sample_ms: int = 0
+    #: last checkpoint of the state
+    checkpoint_time_ms: int = 0
+    checkpoint_duration_s: float = 0.0
+    started_ms: int = field(default_factory=_now_ms)
+
+    # -- writers (ingest side) -------------------------------------------------------------
+
+    def count_record(self, type_name: str, version: int | None, n: int = 1) -> None:
+        """Count a record by type name and value version (None for a tombstone)."""
+        key = (type_name, version_label(version))
+        self.records_total[key] = self.records_total.get(key, 0) + n
+
+    def count_error(self, reason: str, n: int = 1) -> None:
+        """Count a decode error by `DecodeError.kind`."""
+        self.decode_errors_total[reason] = self.decode_errors_total.get(reason, 0) + n
+
+    def set_position(self, partition: int, position: int) -> None:
+        self.source_position[partition] = position
+
+    def set_high_watermark(self, partition: int, high_watermark: int) -> None:
+        self.source_high_watermark[partition] = high_watermark
+
+    def mark_ready(self, now_ms: int | None = None) -> None:
+        if not self.ready:
+            self.ready_since_ms = _now_ms() if now_ms is None else now_ms
+            self.ready = True
+
+    def mark_not_ready(self) -> None:
+        self.ready = False
+        self.ready_since_ms = 0
+
+    # -- readers (collector / HTTP side) ---------------------------------------------------
+
+    def records(self) -> dict[tuple[str, str], int]:
+        return self.records_total.copy()
+
+    def errors(self) -> dict[str, int]:
+        return self.decode_errors_total.copy()
+
+    def source(self) -> list[SourcePartition]:
+        """Every known source partition, by partition number."""
+        positions = self.source_position.copy()
+        watermarks = self.source_high_watermark.copy()
+        return [
+            SourcePartition(p, positions.get(p), watermarks.get(p))
+            for p in sorted(positions.keys() | watermarks.keys())
+        ]
+
+    def behind(self) -> tuple[int, int]:
+        """(partitions not at their end yet, partitions known)."""
+        partitions = self.source()
+        return sum(1 for sp in partitions if not sp.at_end), len(partitions)
+
+    @property
+    def total_records(self) -> int:
+        return sum(self.records().values())
