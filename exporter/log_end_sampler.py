@@ -1,0 +1,286 @@
+"""Background sampling of log-end offsets of the data topics the exporter tracks.
+
+This is the only place the exporter reads log ends: scrapes use the last sample and never
+call Kafka (a scrape must not hang on a slow cluster or multiply broker load by the number
+of Prometheus replicas).
+
+Each round asks one Metadata request (which topics and partitions exist) and then
+ListOffsets(latest) in chunks through AdminClient.list_offsets, which librdkafka groups into
+one request per leader broker. Per-partition `Consumer.get_watermark_offsets` was measured
+on the mock cluster at ~0.12 ms per partition against ~0.012 ms per partition for chunked
+list_offsets (1000 partitions: ~120 ms vs ~12 ms); against a real cluster the gap is one
+round trip per partition, so only list_offsets is implemented.
+
+Result per tracked partition in `on_sample(time_ms, offsets)`:
+* an int: the log-end offset (high watermark, or last stable offset with read_committed);
+* None: the topic or partition does not exist (deleted topic, stale state), so the consumer
+  can stop reporting it instead of keeping a frozen value;
+* absent: not known this round (timeout, leader unavailable...). The previous sample stays
+  the best knowledge; `last_round` says how the round went.
+A round in which nothing at all was learned does not call `on_sample`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+
+# OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from exporter.kafka_source import redact
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+SampleCallback = Callable[[int, dict[TopicPartitionKey, int | None]], None]
+
+# Errors that mean "no such topic/partition" rather than "could not ask right now".
+_UNKNOWN_CODES = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+    }
+)
+
+
+@dataclass(slots=True, frozen=True)
+class SampleRound:
+    """How one round went (also what `sample_once` returns)."""
+
+    time_ms: int
+    requested: int
+    resolved: int  # partitions with an offset
+    unknown: int  # partitions reported as not existing (None)
+    failed: int  # partitions left out this round
+    duration_s: float
+    error: str | None = None
+
+
+class LogEndSampler:
+    """Samples log-end offsets every `interval_s` on a daemon thread.
+
+    `partitions()` is called each round for the set to sample; `on_sample` runs on the
+    sampler thread, so it must hand the data over thread-safely (the state store does).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object],
+        *,
+        partitions: Callable[[], Iterable[TopicPartitionKey]],
+        on_sample: SampleCallback,
+        interval_s: float = 10.0,
+        chunk_size: int = 1000,
+        request_timeout_s: float = 10.0,
+        read_committed: bool = False,
+        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        admin_factory: Callable[..., Any] = AdminClient,
+    ) -> None:
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        self._partitions = partitions
+        self._on_sample = on_sample
+        self.interval_s = interval_s
+        self._chunk_size = chunk_size
+        self._timeout_s = request_timeout_s
+        # Lag is usually measured against the high watermark; a read_committed consumer
+        # can never get past the last stable offset, so that is offered too.
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        )
+        self._wall_clock_ms = wall_clock_ms
+        self._latest: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        merged: dict[str, object] = {"client.id": "offsetwatch-log-end-sampler"}
+        merged.update(config)
+        merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
+        self.config_for_logging = redact(merged)
+        log.info("log-end sampler config: %s", self.config_for_logging)
+        self._admin = admin_factory(merged)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._last_round: SampleRound | None = None
+        self._last_success_ms: int | None = None
+        self.rounds = 0
+        self.failed_rounds = 0
+        self.callback_errors = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="log-end-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 15.0) -> bool:
+        """Stop after the current round; True if the thread ended within timeout_s."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        thread.join(timeout_s)
+        return not thread.is_alive()
+
+    def __enter__(self) -> LogEndSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.sample_once()
+            except Exception:  # a sampler that dies silently is worse than one that logs
+                log.exception("log-end sampling round failed")
+            # Fixed rate, but never a burst of catch-up rounds after a slow one.
+            next_at = max(next_at + self.interval_s, time.monotonic())
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    # -- one round -------------------------------------------------------------------------
+
+    def sample_once(self) -> SampleRound:
+        """One sampling round on the calling thread (the background thread uses it too)."""
+        started = time.monotonic()
+        time_ms = self._wall_clock_ms()
+        try:
+            wanted = sorted(set(self._partitions()))
+        except Exception as exc:
+            log.exception("tracked-partitions provider failed")
+            return self._finish(SampleRound(time_ms, 0, 0, 0, 0, 0.0, f"provider: {exc}"))
+        results: dict[TopicPartitionKey, int | None] = {}
+        failed = 0
+        error: str | None = None
+        if wanted:
+            try:
+                existing = self._existing_partitions({topic for topic, _ in wanted})
+            except KafkaException as exc:
+                existing = None
+                error = f"metadata: {_describe(exc)}"
+            if existing is None:
+                failed = len(wanted)
+            else:
+                to_ask = []
+                for key in wanted:
+                    topic, partition = key
+                    if partition in existing.get(topic, ()):
+                        to_ask.append(key)
+                    else:
+                        results[key] = None
+                for start in range(0, len(to_ask), self._chunk_size):
+                    chunk_failed, chunk_error = self._list_offsets(
+                        to_ask[start : start + self._chunk_size], results
+                    )
+                    failed += chunk_failed
+                    error = error or chunk_error
+        unknown = sum(1 for v in results.values() if v is None)
+        sample = SampleRound(
+            time_ms,
+            len(wanted),
+            len(results) - unknown,
+            unknown,
+            failed,
+            time.monotonic() - started,
+            error,
+        )
+        if results or not wanted:
+            try:
+                self._on_sample(time_ms, results)
+            except Exception:
+                self.callback_errors += 1
+                log.exception("on_sample callback failed")
+        return self._finish(sample)
+
+    def _existing_partitions(self, topics: Collection[str]) -> dict[str, set[int]]:
+        """Partitions of each topic that exists, from one Metadata request for all topics.
+
+        Asking for all topics rather than per topic: one request, and librdkafka cannot
+        mistake a missing topic for one to create.
+        """
+        metadata = self._admin.list_topics(timeout=self._timeout_s)
+        existing: dict[str, set[int]] = {}
+        for name in topics:
+            topic = metadata.topics.get(name)
+            if topic is not None and topic.error is None:
+                existing[name] = set(topic.partitions)
+        return existing
+
+    def _list_offsets(
+        self, keys: list[TopicPartitionKey], results: dict[TopicPartitionKey, int | None]
+    ) -> tuple[int, str | None]:
+        request = {TopicPartition(topic, partition): self._latest for topic, partition in keys}
+        try:
+            futures = self._admin.list_offsets(
+                request,
+                isolation_level=self._isolation,
+                request_timeout=self._timeout_s,
+            )
+        except (KafkaException, ValueError) as exc:
+            return len(keys), f"list_offsets: {_describe(exc)}"
+        failed = 0
+        error: str | None = None
+        for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
+            try:
+                results[key] = int(future.result(timeout=self._timeout_s + 5).offset)
+            except KafkaException as exc:
+                kafka_error = exc.args[0] if exc.args else None
+                if isinstance(kafka_error, KafkaError) and kafka_error.code() in _UNKNOWN_CODES:
+                    results[key] = None  # deleted between the metadata call and this one
+                else:
+                    failed += 1
+                    error = error or f"{key[0]}[{key[1]}]: {_describe(exc)}"
+            except Exception as exc:  # a future timing out raises concurrent.futures errors
+                failed += 1
+                error = error or f"{key[0]}[{key[1]}]: {exc!r}"
+        return failed, error
+
+    def _finish(self, sample: SampleRound) -> SampleRound:
+        with self._lock:
+            self.rounds += 1
+            if sample.error is not None and sample.resolved == 0 and sample.requested:
+                self.failed_rounds += 1
+            if sample.resolved or sample.unknown or not sample.requested:
+                self._last_success_ms = sample.time_ms
+            self._last_round = sample
+        if sample.error:
+            log.warning(
+                "log-end round: %d/%d resolved, %d failed: %s",
+                sample.resolved,
+                sample.requested,
+                sample.failed,
+                sample.error,
+            )
+        return sample
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def last_round(self) -> SampleRound | None:
+        with self._lock:
+            return self._last_round
+
+    @property
+    def last_success_ms(self) -> int | None:
+        """Wall-clock time of the last round that learned anything."""
+        with self._lock:
+            return self._last_success_ms
+
+
+def _describe(exc: BaseException) -> str:
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return str(exc)

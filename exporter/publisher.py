@@ -1,0 +1,460 @@
+"""Republishes already-serialized records, and tracks which source records are safely out.
+
+The exporter may only checkpoint a `__consumer_offsets` position once everything produced
+for the records before it was acknowledged by the output cluster. `DeliveryTracker` keeps,
+per source partition, the records handed over in source order with the number of outputs
+still in flight; `confirmed_positions()` is the first record still waiting (or, when none
+waits, the last record + 1). Delivery callbacks may arrive in any order; a failed delivery
+pins the watermark below that record for good, so a failure can never be checkpointed past
+(the daemon restarts from its last checkpoint and republishes: at-least-once).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from exporter.kafka_source import OFFSETS_TOPIC, redact
+
+log = logging.getLogger(__name__)
+
+Headers = Sequence[tuple[str, bytes]]
+
+# Dead-letter headers: enough to find the original record again and to see why it failed.
+HEADER_ERROR = "offsetwatch.error"
+HEADER_SOURCE_TOPIC = "offsetwatch.source.topic"
+HEADER_SOURCE_PARTITION = "offsetwatch.source.partition"
+HEADER_SOURCE_OFFSET = "offsetwatch.source.offset"
+
+
+@dataclass(slots=True, frozen=True)
+class OutputRecord:
+    """One serialized record for the output topic (partitioned by key)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class PublisherStats:
+    produced: int  # handed to the producer (output + dead letters)
+    delivered: int
+    failed: int  # delivery errors; each one pins its partition's watermark
+    dead_lettered: int
+    dropped: int  # dead letters with no DLQ topic, or everything while disabled
+    in_flight: int
+    last_error: str | None
+    fatal_error: str | None
+
+
+# ------------------------------------------------------------------------------------------
+# Contiguous delivery watermark
+# ------------------------------------------------------------------------------------------
+
+
+class _Lane:
+    """One source partition: registered records in offset order, oldest first."""
+
+    __slots__ = ("done_upto", "partition", "queue")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.queue: deque[DeliveryToken] = deque()
+        self.done_upto = -1  # offset + 1 of the last record released from the queue
+
+
+class DeliveryToken:
+    """One registered source record; delivery callbacks report against it.
+
+    Holding the token (not the offset) lets callbacks that arrive after `reset()` be
+    recognised as stale even when the same offsets were registered again meanwhile.
+    """
+
+    __slots__ = ("failed", "lane", "offset", "outstanding")
+
+    def __init__(self, lane: _Lane, offset: int, outstanding: int) -> None:
+        self.lane = lane
+        self.offset = offset
+        self.outstanding = outstanding
+        self.failed = False
+
+
+class DeliveryTracker:
+    """Per source partition, the position below which every output is confirmed.
+
+    Records are registered in increasing offset order per partition (the order the source
+    delivers them); offsets may have gaps (control records, compaction). Registering the
+    offset of the newest record again adds outputs to it. An offset at or below one already
+    registered means the source was re-positioned: that partition starts over (as
+    `reset()`), which only ever moves its watermark back. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lanes: dict[int, _Lane] = {}
+        self.in_flight = 0
+
+    def register(self, partition: int, offset: int, outputs: int) -> DeliveryToken:
+        """`outputs` deliveries are about to be produced for this record (0: nothing to do)."""
+        with self._lock:
+            lane = self._lanes.get(partition)
+            if lane is None:
+                lane = self._lanes[partition] = _Lane(partition)
+            if lane.queue and offset == lane.queue[-1].offset:
+                token = lane.queue[-1]
+                token.outstanding += outputs
+            else:
+                last = lane.queue[-1].offset if lane.queue else lane.done_upto - 1
+                if offset <= last:
+                    # The source went back (rebuild after out-of-range, re-seek). Start a new
+                    # generation: its watermark starts below the old one, so checkpoints only
+                    # move back, and callbacks of the old generation are ignored from now on.
+                    log.info(
+                        "source partition %d went back from %d to %d: delivery tracking restarts",
+                        partition,
+                        last,
+                        offset,
+                    )
+                    self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
+                    lane = self._lanes[partition] = _Lane(partition)
+                token = DeliveryToken(lane, offset, outputs)
+                lane.queue.append(token)
+            self.in_flight += outputs
+            self._release(lane)
+            return token
+
+    def unregister(self, token: DeliveryToken, outputs: int) -> None:
+        """Undo `outputs` of a registration whose produce() raised before queueing them."""
+        with self._lock:
+            lane = token.lane
+            if self._lanes.get(lane.partition) is not lane:
+                return
+            token.outstanding -= outputs
+            self.in_flight -= outputs
+            if token.outstanding <= 0 and lane.queue and lane.queue[-1] is token:
+                # Nothing of this record is in flight: forget it, so that a retry registers
+                # afresh instead of the watermark passing a record that was never published.
+                lane.queue.pop()
+
+    def complete(self, token: DeliveryToken, ok: bool) -> None:
+        with self._lock:
+            lane = token.lane
+            if self._lanes.get(lane.partition) is not lane:
+                return  # reset meanwhile: a callback of an abandoned generation
+            self.in_flight -= 1
+            token.outstanding -= 1
+            if not ok:
+                token.failed = True
+            self._release(lane)
+
+    @staticmethod
+    def _release(lane: _Lane) -> None:
+        queue = lane.queue
+        while queue and queue[0].outstanding <= 0 and not queue[0].failed:
+            lane.done_upto = queue.popleft().offset + 1
+
+    def confirmed(self) -> dict[int, int]:
+        with self._lock:
+            out: dict[int, int] = {}
+            for partition, lane in self._lanes.items():
+                if lane.queue:
+                    out[partition] = lane.queue[0].offset
+                elif lane.done_upto >= 0:
+                    out[partition] = lane.done_upto
+            return out
+
+    def failed_positions(self) -> dict[int, int]:
+        """Per partition, the first record whose delivery failed (where the watermark stops)."""
+        with self._lock:
+            out: dict[int, int] = {}
+            for partition, lane in self._lanes.items():
+                for token in lane.queue:
+                    if token.failed:
+                        out[partition] = token.offset
+                        break
+            return out
+
+    def reset(self, partition: int) -> None:
+        with self._lock:
+            lane = self._lanes.pop(partition, None)
+            if lane is not None:
+                self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
+
+
+# ------------------------------------------------------------------------------------------
+# Producer wrapper
+# ------------------------------------------------------------------------------------------
+
+_DEFAULTS: dict[str, object] = {
+    "client.id": "offsetwatch-publisher",
+    "linger.ms": 50,
+    "batch.num.messages": 10_000,
+    "compression.type": "lz4",
+    "queue.buffering.max.messages": 500_000,
+    # Same key -> same partition as the Java clients, so output consumers can rely on it.
+    "partitioner": "murmur2_random",
+}
+
+# Exactly-once per partition and no acknowledged-then-lost records: the watermark relies on it.
+_FORCED: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
+
+
+def producer_config(config: Mapping[str, object]) -> dict[str, object]:
+    merged: dict[str, object] = dict(_DEFAULTS)
+    merged.update(config)
+    for key, value in _FORCED.items():
+        if key in config and str(config[key]).lower() not in {str(value).lower(), "-1"}:
+            log.warning("ignoring %s=%r: the publisher requires %r", key, config[key], value)
+        merged[key] = value
+    return merged
+
+
+class RecordPublisher:
+    """Idempotent producer for the output topic plus a dead-letter topic.
+
+    Every call names the source record (offsets-topic partition and offset) it belongs to;
+    `confirmed_positions()` says how far each source partition is safely published.
+    With `enabled=False` nothing is produced and every record counts as done at once.
+    Delivery callbacks run inside `poll()`/`flush()`: call `poll(0)` regularly.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None,
+        *,
+        output_topic: str,
+        dlq_topic: str | None = None,
+        enabled: bool = True,
+        source_topic: str = OFFSETS_TOPIC,
+        queue_full_timeout_s: float = 60.0,
+        producer_factory: Callable[[dict[str, object]], Any] = Producer,
+    ) -> None:
+        self.output_topic = output_topic
+        self.dlq_topic = dlq_topic
+        self.enabled = enabled
+        self._source_topic = source_topic.encode()
+        self._queue_full_timeout_s = queue_full_timeout_s
+        self.tracker = DeliveryTracker()
+        self._lock = threading.Lock()
+        self._produced = 0
+        self._delivered = 0
+        self._failed = 0
+        self._dead_lettered = 0
+        self._dropped = 0
+        self._last_error: str | None = None
+        self._fatal_error: str | None = None
+        self._producer: Any = None
+        self._user_error_cb: object = None
+        self.config_for_logging: dict[str, object] = {}
+        if enabled:
+            user = dict(config or {})
+            self._user_error_cb = user.get("error_cb")
+            merged = producer_config(user)
+            merged["error_cb"] = self._on_error
+            merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
+            self.config_for_logging = redact(merged)
+            log.info("publisher config: %s", self.config_for_logging)
+            self._producer = producer_factory(merged)
+
+    # -- producing -------------------------------------------------------------------------
+
+    def publish(
+        self,
+        source_partition: int,
+        source_offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+    ) -> None:
+        """One output record for one source record."""
+        self.publish_many(
+            source_partition, source_offset, (OutputRecord(key, value, tuple(headers)),)
+        )
+
+    def publish_many(
+        self, source_partition: int, source_offset: int, records: Sequence[OutputRecord]
+    ) -> None:
+        """All output records of one source record; an empty sequence marks it done.
+
+        Registering them together means an early delivery of the first cannot release the
+        record before the last one was even produced.
+        """
+        if not self.enabled:
+            self.tracker.register(source_partition, source_offset, 0)
+            return
+        token = self.tracker.register(source_partition, source_offset, len(records))
+        for index, record in enumerate(records):
+            try:
+                self._produce(self.output_topic, record.key, record.value, record.headers, token)
+            except BaseException:
+                self.tracker.unregister(token, len(records) - index)
+                raise
+
+    def dead_letter(
+        self,
+        source_partition: int,
+        source_offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        reason: str,
+        headers: Headers = (),
+    ) -> None:
+        """Send an undecodable source record, unchanged, to the dead-letter topic."""
+        if not self.enabled or self.dlq_topic is None:
+            with self._lock:
+                self._dropped += 1
+            self.tracker.register(source_partition, source_offset, 0)
+            return
+        dlq_headers = (
+            *headers,
+            (HEADER_ERROR, reason.encode("utf-8", "replace")),
+            (HEADER_SOURCE_TOPIC, self._source_topic),
+            (HEADER_SOURCE_PARTITION, str(source_partition).encode()),
+            (HEADER_SOURCE_OFFSET, str(source_offset).encode()),
+        )
+        token = self.tracker.register(source_partition, source_offset, 1)
+        try:
+            self._produce(self.dlq_topic, key, value, dlq_headers, token)
+        except BaseException:
+            self.tracker.unregister(token, 1)
+            raise
+        with self._lock:
+            self._dead_lettered += 1
+
+    def mark_done(self, source_partition: int, source_offset: int) -> None:
+        """A source record that produces nothing (filtered, or state-only)."""
+        self.tracker.register(source_partition, source_offset, 0)
+
+    def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Iterable[tuple[str, bytes]],
+        token: DeliveryToken,
+    ) -> None:
+        if self._producer is None:
+            raise RuntimeError("publisher is closed")
+        callback = functools.partial(self._on_delivery, token)
+        header_list = list(headers) or None
+        deadline: float | None = None
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value=value, key=key, headers=header_list, on_delivery=callback
+                )
+                break
+            except BufferError:
+                # Local queue full (output cluster slow or down): serve callbacks and wait,
+                # which is the back-pressure that slows the source reader down.
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._queue_full_timeout_s
+                elif now >= deadline:
+                    raise
+                self._producer.poll(0.1)
+        with self._lock:
+            self._produced += 1
+
+    # -- callbacks -------------------------------------------------------------------------
+
+    def _on_delivery(self, token: DeliveryToken, err: KafkaError | None, _msg: Any) -> None:
+        if err is None:
+            with self._lock:
+                self._delivered += 1
+            self.tracker.complete(token, True)
+            return
+        with self._lock:
+            self._failed += 1
+            self._last_error = f"{err.name()}: {err.str()}"
+        log.error(
+            "delivery failed for source record %d/%d: %s",
+            token.lane.partition,
+            token.offset,
+            err.str(),
+        )
+        self.tracker.complete(token, False)
+
+    def _on_error(self, err: KafkaError) -> None:
+        with self._lock:
+            self._last_error = f"{err.name()}: {err.str()}"
+            if err.fatal():
+                # The idempotent producer cannot go on (e.g. sequence gap): only a new one can.
+                self._fatal_error = self._last_error
+        if err.fatal():
+            log.error("publisher fatal error: %s", err.str())
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
+            log.warning("publisher: %s", err.str())
+        else:
+            # Per-connection errors repeat at every reconnect attempt while a broker is away.
+            log.debug("publisher: %s", err.str())
+        if callable(self._user_error_cb):
+            self._user_error_cb(err)
+
+    # -- driving and state -----------------------------------------------------------------
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        """Serve delivery callbacks; returns how many ran."""
+        if self._producer is None:
+            return 0
+        return int(self._producer.poll(timeout_s))
+
+    def flush(self, timeout_s: float = 10.0) -> int:
+        """Wait for outstanding deliveries; returns how many are still queued."""
+        if self._producer is None:
+            return 0
+        return int(self._producer.flush(timeout_s))
+
+    def confirmed_positions(self) -> dict[int, int]:
+        """Per source partition, the position below which every record is fully published."""
+        return self.tracker.confirmed()
+
+    def failed_positions(self) -> dict[int, int]:
+        return self.tracker.failed_positions()
+
+    def reset_partition(self, source_partition: int) -> None:
+        """Forget a source partition (the source was re-positioned, e.g. rebuilt from 0)."""
+        self.tracker.reset(source_partition)
+
+    @property
+    def delivery_failures(self) -> int:
+        with self._lock:
+            return self._failed
+
+    def healthy(self) -> bool:
+        with self._lock:
+            return self._fatal_error is None and self._failed == 0
+
+    def stats(self) -> PublisherStats:
+        with self._lock:
+            return PublisherStats(
+                produced=self._produced,
+                delivered=self._delivered,
+                failed=self._failed,
+                dead_lettered=self._dead_lettered,
+                dropped=self._dropped,
+                in_flight=self.tracker.in_flight,
+                last_error=self._last_error,
+                fatal_error=self._fatal_error,
+            )
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Flush; returns how many records were still undelivered."""
+        remaining = self.flush(timeout_s)
+        self._producer = None
+        return remaining
+
+    def __enter__(self) -> RecordPublisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

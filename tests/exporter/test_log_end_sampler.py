@@ -1,0 +1,235 @@
+"""LogEndSampler against the mock cluster, plus its round logic with a fake admin client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from exporter.log_end_sampler import LogEndSampler, TopicPartitionKey
+from tests.kafka_fixtures import MockCluster, create_data_topic, fill_partitions, wait_until
+
+Samples = list[tuple[int, dict[TopicPartitionKey, int | None]]]
+
+
+@pytest.fixture
+def cluster() -> Iterator[MockCluster]:
+    with MockCluster() as mock:
+        yield mock
+
+
+def _sampler(
+    bootstrap: str, tracked: list[TopicPartitionKey], samples: Samples, **kwargs: Any
+) -> LogEndSampler:
+    return LogEndSampler(
+        {"bootstrap.servers": bootstrap, "log_level": 3},
+        partitions=lambda: list(tracked),
+        on_sample=lambda t, offsets: samples.append((t, offsets)),
+        **kwargs,
+    )
+
+
+@pytest.mark.kafka
+def test_samples_log_ends_and_reports_missing_topics(cluster: MockCluster) -> None:
+    create_data_topic(cluster, "orders", [5, 0, 12])
+    create_data_topic(cluster, "payments", [3])
+    tracked = [("orders", 0), ("orders", 1), ("orders", 2), ("payments", 0)]
+    tracked += [("orders", 9), ("never-existed", 0)]
+    samples: Samples = []
+    sampler = _sampler(cluster.bootstrap_servers, tracked, samples, chunk_size=2)
+
+    result = sampler.sample_once()
+    assert (result.requested, result.resolved, result.unknown, result.failed) == (6, 4, 2, 0)
+    assert samples[-1][1] == {
+        ("orders", 0): 5,
+        ("orders", 1): 0,
+        ("orders", 2): 12,
+        ("payments", 0): 3,
+        ("orders", 9): None,
+        ("never-existed", 0): None,
+    }
+    assert abs(samples[-1][0] - time.time() * 1000) < 60_000
+
+    fill_partitions(cluster.bootstrap_servers, "orders", {1: 4})
+    cluster.delete_topic("payments")
+    sampler.sample_once()
+    offsets = samples[-1][1]
+    assert offsets[("orders", 1)] == 4
+    assert offsets[("payments", 0)] is None  # deleted: reported, not an exception
+
+
+@pytest.mark.kafka
+def test_background_thread_samples_and_stops(cluster: MockCluster) -> None:
+    create_data_topic(cluster, "t", [1, 2])
+    tracked: list[TopicPartitionKey] = [("t", 0), ("t", 1)]
+    samples: Samples = []
+    sampler = _sampler(cluster.bootstrap_servers, tracked, samples, interval_s=0.1)
+    with sampler:
+        assert wait_until(lambda: len(samples) >= 3, 10)
+        tracked.append(("t", 5))  # the tracked set is re-read every round
+        assert wait_until(lambda: ("t", 5) in samples[-1][1], 10)
+    rounds = sampler.rounds
+    time.sleep(0.3)
+    assert sampler.rounds == rounds  # stopped for good
+    assert samples[-1][1] == {("t", 0): 1, ("t", 1): 2, ("t", 5): None}
+    assert sampler.last_success_ms is not None
+    assert not [t for t in threading.enumerate() if t.name == "log-end-sampler"]
+
+
+@pytest.mark.kafka
+def test_unreachable_cluster_skips_the_callback(cluster: MockCluster) -> None:
+    create_data_topic(cluster, "t", [3])
+    samples: Samples = []
+    sampler = _sampler(cluster.bootstrap_servers, [("t", 0)], samples, request_timeout_s=1.0)
+    sampler.sample_once()
+    assert samples[-1][1] == {("t", 0): 3}
+    cluster.set_down()
+    result = sampler.sample_once()
+    assert result.failed == 1 and result.resolved == 0 and result.error
+    assert len(samples) == 1  # no sample rather than a misleading empty one
+    assert sampler.failed_rounds == 1
+    cluster.set_up()
+    assert wait_until(lambda: sampler.sample_once().resolved == 1, 20, 0.2)
+    assert samples[-1][1] == {("t", 0): 3}
+
+
+@pytest.mark.kafka
+def test_list_offsets_versus_watermarks(
+    cluster: MockCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ways agree; chunked list_offsets is much faster (why the sampler uses it)."""
+    topics = [f"data-{i}" for i in range(10)]
+    for topic in topics:
+        cluster.create_topic(topic, 50)
+    fill_partitions(cluster.bootstrap_servers, topics[0], {p: p % 7 for p in range(50)})
+    tracked = [(t, p) for t in topics for p in range(50)]
+    samples: Samples = []
+    sampler = _sampler(cluster.bootstrap_servers, tracked, samples)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "wm"})
+    sampler.sample_once()  # warm-up: connections and metadata
+    list_offsets_s = watermarks_s = float("inf")
+    for _ in range(3):  # best of three: the machine is shared
+        started = time.perf_counter()
+        sampler.sample_once()
+        list_offsets_s = min(list_offsets_s, time.perf_counter() - started)
+        started = time.perf_counter()
+        watermarks = {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+            for t, p in tracked
+        }
+        watermarks_s = min(watermarks_s, time.perf_counter() - started)
+    consumer.close()
+    assert samples[-1][1] == watermarks
+    with capsys.disabled():
+        print(
+            f"\n  {len(tracked)} partitions: sampler round (metadata + list_offsets) "
+            f"{list_offsets_s * 1000:.1f} ms, "
+            f"get_watermark_offsets {watermarks_s * 1000:.1f} ms"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Round logic with a fake admin client (no Kafka)
+# --------------------------------------------------------------------------------------------
+
+
+class _FakeMetadata:
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = {name: _FakeTopic(n) for name, n in topics.items()}
+
+
+class _FakeTopic:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = {p: object() for p in range(partitions)}
+        self.error = None
+
+
+class _FakeOffset:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+class _FakeAdmin:
+    """Topic "flaky" fails with a retriable error; "raced" vanishes after the metadata call."""
+
+    def __init__(self, _config: object) -> None:
+        self.requests: list[int] = []
+
+    def list_topics(self, timeout: float) -> _FakeMetadata:
+        return _FakeMetadata({"ok": 3, "flaky": 1, "raced": 1})
+
+    def list_offsets(
+        self, request: dict[TopicPartition, object], **_: object
+    ) -> dict[TopicPartition, Future[_FakeOffset]]:
+        self.requests.append(len(request))
+        out: dict[TopicPartition, Future[_FakeOffset]] = {}
+        for tp in request:
+            future: Future[_FakeOffset] = Future()
+            if tp.topic == "flaky":
+                future.set_exception(KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)))
+            elif tp.topic == "raced":
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                future.set_result(_FakeOffset(100 + tp.partition))
+            out[tp] = future
+        return out
+
+
+def test_round_classifies_results_and_chunks() -> None:
+    samples: Samples = []
+    admin: list[_FakeAdmin] = []
+
+    def factory(config: object) -> _FakeAdmin:
+        admin.append(_FakeAdmin(config))
+        return admin[-1]
+
+    tracked = [("ok", 0), ("ok", 1), ("ok", 2), ("ok", 3), ("flaky", 0), ("raced", 0)]
+    sampler = LogEndSampler(
+        {},
+        partitions=lambda: tracked,
+        on_sample=lambda t, o: samples.append((t, o)),
+        chunk_size=2,
+        wall_clock_ms=lambda: 1234,
+        admin_factory=factory,
+    )
+    result = sampler.sample_once()
+    assert samples == [
+        (
+            1234,
+            {("ok", 3): None, ("ok", 0): 100, ("ok", 1): 101, ("ok", 2): 102, ("raced", 0): None},
+        )
+    ]
+    assert (result.resolved, result.unknown, result.failed) == (3, 2, 1)
+    assert result.error is not None and "flaky" in result.error
+    assert admin[0].requests == [2, 2, 1]  # 5 existing partitions in chunks of 2
+
+
+def test_failing_callback_and_provider_do_not_kill_the_thread() -> None:
+    calls = {"provider": 0, "callback": 0}
+
+    def provider() -> list[TopicPartitionKey]:
+        calls["provider"] += 1
+        if calls["provider"] == 1:
+            raise RuntimeError("state store not ready")
+        return [("ok", 0)]
+
+    def callback(_t: int, _o: dict[TopicPartitionKey, int | None]) -> None:
+        calls["callback"] += 1
+        raise RuntimeError("consumer bug")
+
+    sampler = LogEndSampler(
+        {},
+        partitions=provider,
+        on_sample=callback,
+        interval_s=0.05,
+        admin_factory=_FakeAdmin,
+    )
+    with sampler:
+        assert wait_until(lambda: calls["callback"] >= 2, 5)
+    assert sampler.callback_errors >= 2
+    assert sampler.stop()  # idempotent
