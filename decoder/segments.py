@@ -869,6 +869,9 @@ def iter_batches(
     """Decode every batch of a segment's bytes, in file order.
 
     `base_position` is added to every position (header `position`, error `byte_position`).
+    `verify_crc=True` raises `DecodeError` on a CRC mismatch; with `verify_crc=False` the batch
+    is yielded anyway, with `header.crc_valid == False` (legacy wrappers: also when an inner
+    message's CRC is wrong).
     The generator's return value (`StopIteration.value`, or `x = yield from ...`) is the
     `TruncatedTail` when the data ends inside a batch, else None; `SegmentReader` keeps it
     as an attribute for plain for loops.
