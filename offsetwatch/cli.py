@@ -1,0 +1,87 @@
+"""The `offsetwatch` command: one entry point, one subcommand per job (see `offsetwatch.commands`).
+
+Exit codes shared by every subcommand: 0 success, 1 the job ran but some input failed (e.g. a
+record that could not be decoded), 2 usage or configuration error (nothing useful was done),
+130 interrupted. A closed output pipe (`offsetwatch decode ... | head`) ends the run quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from offsetwatch.commands import UsageError, registrars
+
+EXIT_OK = 0
+EXIT_FAILURES = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DESCRIPTION = """\
+Decode Kafka's internal __consumer_offsets topic (offset commits, classic and KIP-848
+consumer groups, share groups) and turn it into consumer-lag monitoring.
+
+Run `offsetwatch COMMAND --help` for the options and examples of a command.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("offsetwatch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offsetwatch",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+    for register in registrars():
+        register(subparsers)
+    return parser
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (tests capturing stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version, or an argparse usage error
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    env_errors = getattr(args, "env_errors", [])
+    try:
+        if env_errors:
+            raise UsageError("; ".join(env_errors))
+        code: int = handler(args)
+        return code
+    except UsageError as error:
+        print(f"offsetwatch: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Subcommands of the `offsetwatch` command line, one module each.
+
+A command is a module in this package with a function
+
+    def register(subparsers: Subparsers) -> argparse.ArgumentParser
+
+that adds its parser (`subparsers.add_parser(...)`) and sets the function to run:
+`parser.set_defaults(handler=run)` with `run(args: argparse.Namespace) -> int` (the exit
+code). `offsetwatch.cli` finds the modules by itself: adding a command touches no other file.
+Keep imports of heavy modules (decoder, confluent_kafka, rich) inside `run`, so that
+`offsetwatch --help` stays fast.
+
+Shared conventions, provided here:
+
+* `UsageError`: raise it for anything the operator must fix (bad option values, missing files,
+  an unreachable cluster); the CLI prints `offsetwatch: error: <message>` and exits with 2. Say
+  what to do in the message.
+* `apply_env_defaults(parser)`: every long option `--some-option` can also come from the
+  environment variable `OFFSETWATCH_SOME_OPTION` (the command line wins).
+* `Repeat`: the action for repeatable options whose command-line values replace (not extend) a
+  list taken from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+__all__ = [
+    "ENV_PREFIX",
+    "Repeat",
+    "UsageError",
+    "apply_env_defaults",
+    "env_name",
+    "registrars",
+]
+
+ENV_PREFIX: Final = "OFFSETWATCH_"
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off", ""})
+
+
+class UsageError(Exception):
+    """A usage or configuration problem: exit code 2, with a message saying what to do."""
+
+
+def registrars() -> Iterator[Callable[[Subparsers], argparse.ArgumentParser]]:
+    """The `register` functions of every command module of this package, by module name."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            yield register
+
+
+class Repeat(argparse.Action):
+    """Like action="append", but the first command-line use replaces the default list (the
+    value from the environment) instead of adding to it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        items = [] if current is None or current is self.default else list(current)
+        items.append(values)
+        setattr(namespace, self.dest, items)
+
+
+def env_name(action: argparse.Action) -> str | None:
+    """`--bootstrap-server` -> `OFFSETWATCH_BOOTSTRAP_SERVER` (None: no long option)."""
+    for option in action.option_strings:
+        if option.startswith("--"):
+            return ENV_PREFIX + option[2:].upper().replace("-", "_")
+    return None
+
+
+def _split(text: str) -> list[str]:
+    separator = "\n" if "\n" in text else ","
+    return [part.strip() for part in text.split(separator) if part.strip()]
+
+
+def _convert(action: argparse.Action, text: str) -> Any:
+    value: Any = action.type(text) if callable(action.type) else text
+    if action.choices is not None and value not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise ValueError(f"invalid choice {text!r} (choose from {choices})")
+    return value
+
+
+def _flag(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"expected one of {', '.join(sorted(_TRUE | _FALSE - {''}))}")
+
+
+def apply_env_defaults(
+    parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None
+) -> None:
+    """Take option defaults from `OFFSETWATCH_<OPTION>` environment variables.
+
+    Flags take 1/true/yes/on or 0/false/no/off; repeatable options take several values
+    separated by commas (or by newlines, when a value itself holds commas). A bad value is not
+    an error at once: it is stored as `args.env_errors` and the command reports it (exit 2),
+    so that a variable meant for one command never breaks another.
+    """
+    env = os.environ if environ is None else environ
+    errors: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+            continue
+        name = env_name(action)
+        if name is None or name not in env:
+            continue
+        text = env[name]
+        try:
+            if isinstance(action, argparse.BooleanOptionalAction):
+                value: Any = _flag(text)
+            elif action.nargs == 0:
+                value = action.const if _flag(text) else action.default
+            elif isinstance(action, Repeat | argparse._AppendAction) or action.nargs in ("*", "+"):
+                value = [_convert(action, part) for part in _split(text)]
+            else:
+                value = _convert(action, text)
+        except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
+            errors.append(f"environment variable {name}: {error}")
+            continue
+        action.default = value
+        action.required = False
+    parser.set_defaults(env_errors=errors)
