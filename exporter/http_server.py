@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_PORT", "METRICS_CONTENT_TYPE", "ExporterHttpServer", "accept
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT: Final = 9588
+DEFAULT_PORT: Final = 9380
 #: what /metrics serves: the 0.0.4 text format. prometheus_client's CONTENT_TYPE_LATEST names
 #: version 1.0.0 since 0.21, which would misdescribe the body; its own handlers also answer
 #: 0.0.4 unless a scraper asks for more.

@@ -25,12 +25,12 @@ JSON API, and show a live table of groups, lag, lag in seconds and status. No Ka
 
 EPILOG = """\
 examples:
-  offsetwatch demo                       # until Ctrl-C; metrics on http://127.0.0.1:9308/metrics
+  offsetwatch demo                       # until Ctrl-C; metrics on http://127.0.0.1:9380/metrics
   offsetwatch demo --duration 120        # two minutes, then exit
   offsetwatch demo --http-port 0 --plain # any free port, plain text tables (no terminal UI)
 
-  curl -s localhost:9308/metrics | grep offsetwatch_group_status
-  curl -s localhost:9308/api/v1/groups/reports-lagging
+  curl -s localhost:9380/metrics | grep offsetwatch_group_status
+  curl -s localhost:9380/api/v1/groups/reports-lagging
 """
 
 _STATUS_STYLE = {
@@ -59,7 +59,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     parser.add_argument(
-        "--http-port", type=int, default=9308, help="port of /metrics and the API (default 9308)"
+        "--http-port", type=int, default=9380, help="port of /metrics and the API (default 9380)"
     )
     parser.add_argument(
         "--status-window-s",

@@ -28,7 +28,7 @@ lag spike from replayed history. SIGTERM flushes, checkpoints and exits 0.
 
 EPILOG = """\
 examples:
-  # a plain cluster, metrics on :9308
+  # a plain cluster, metrics on :9380
   offsetwatch export --bootstrap-servers kafka-1:9092,kafka-2:9092
 
   # SASL/SSL: any librdkafka property passes through (passwords better from the environment)
