@@ -28,9 +28,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 
 from offsetwatch.commands import UsageError
+
+if TYPE_CHECKING:
+    from decoder.segments import TransactionResolver
 
 __all__ = [
     "BadInput",
@@ -48,6 +51,7 @@ __all__ = [
 ]
 
 HEX_CHUNK_LINES: Final = 1000
+SEGMENT_CHUNK_RECORDS: Final = 500
 SAMPLE_FILE: Final = "consumer-offsets.hex.jsonl"
 CONSUMER_OFFSETS: Final = "__consumer_offsets"
 
@@ -275,8 +279,7 @@ class SegmentSource(Source):
         self.total_bytes = sum(f.stat().st_size for g in selected for f in g.files)
 
     def chunks(self) -> Iterator[Chunk]:
-        from decoder.errors import DecodeError
-        from decoder.segments import SegmentReader, TransactionResolver
+        from decoder.segments import TransactionResolver
 
         for item in self._groups:
             partition = -1 if item.partition is None else item.partition
@@ -293,56 +296,7 @@ class SegmentSource(Source):
                 )
             resolver = TransactionResolver()
             for file in item.files:
-                label = str(file)
-                size = file.stat().st_size
-                done = 0
-                reader = SegmentReader(path=file, verify_crc=False)
-                try:
-                    for batch in reader:
-                        header = batch.header
-                        items: list[Item] = []
-                        if not header.crc_valid:
-                            items.append(
-                                BadInput(
-                                    f"{file}: partition {partition}",
-                                    f"batch at byte {header.position} (offsets "
-                                    f"{header.base_offset}..{header.last_offset}): CRC mismatch "
-                                    f"(stored {header.crc}); its records are decoded anyway",
-                                )
-                            )
-                        released = resolver.feed(batch)
-                        if released:
-                            items.extend(
-                                InputRecord(
-                                    partition,
-                                    record.offset,
-                                    record.timestamp,
-                                    record.key,
-                                    record.value,
-                                    status if record.is_transactional else None,
-                                )
-                                for record, status in released
-                            )
-                        end = min(header.position + header.size, size)
-                        yield Chunk(items, max(end - done, 0), label)
-                        done = max(end, done)
-                except DecodeError as error:
-                    located = error.at(partition, error.offset)
-                    yield Chunk(
-                        [BadInput(str(file), f"{located}; the rest of this file is skipped")],
-                        0,
-                        label,
-                    )
-                tail = reader.truncated_tail
-                notes: list[Item] = []
-                if tail is not None and tail.reason != "zero padding":
-                    notes.append(
-                        Notice(
-                            f"{file}: {tail.reason} at byte {tail.position} "
-                            f"({tail.available} bytes) ignored, as Kafka does on recovery"
-                        )
-                    )
-                yield Chunk(notes, max(size - done, 0), label)
+                yield from self._read_file(file, partition, resolver)
             pending = resolver.pending()
             if pending:
                 yield Chunk(
@@ -353,6 +307,63 @@ class SegmentSource(Source):
                     0,
                     str(item.directory),
                 )
+
+    @staticmethod
+    def _read_file(file: Path, partition: int, resolver: TransactionResolver) -> Iterator[Chunk]:
+        """One segment file; small batches are gathered into chunks of about
+        SEGMENT_CHUNK_RECORDS records (a single-record batch per chunk would cost more in
+        per-chunk work than its record costs to decode)."""
+        from decoder.errors import DecodeError
+        from decoder.segments import SegmentReader
+
+        label = str(file)
+        size = file.stat().st_size
+        done = 0  # bytes of the file already reported
+        feed = resolver.feed
+        items: list[Item] = []
+        reader = SegmentReader(path=file, verify_crc=False)
+        try:
+            for batch in reader:
+                header = batch.header
+                if not header.crc_valid:
+                    items.append(
+                        BadInput(
+                            f"{file}: partition {partition}",
+                            f"batch at byte {header.position} (offsets "
+                            f"{header.base_offset}..{header.last_offset}): CRC mismatch "
+                            f"(stored {header.crc}); its records are decoded anyway",
+                        )
+                    )
+                released = feed(batch)
+                if released:
+                    items += [
+                        InputRecord(
+                            partition,
+                            record.offset,
+                            record.timestamp,
+                            record.key,
+                            record.value,
+                            status if record.is_transactional else None,
+                        )
+                        for record, status in released
+                    ]
+                if len(items) >= SEGMENT_CHUNK_RECORDS:
+                    end = header.position + header.size
+                    yield Chunk(items, end - done, label)
+                    items = []
+                    done = end
+        except DecodeError as error:
+            located = error.at(partition, error.offset)
+            items.append(BadInput(label, f"{located}; the rest of this file is skipped"))
+        tail = reader.truncated_tail
+        if tail is not None and tail.reason != "zero padding":
+            items.append(
+                Notice(
+                    f"{file}: {tail.reason} at byte {tail.position} "
+                    f"({tail.available} bytes) ignored, as Kafka does on recovery"
+                )
+            )
+        yield Chunk(items, max(size - done, 0), label)
 
 
 def _base_offset(path: Path) -> tuple[int, str]:

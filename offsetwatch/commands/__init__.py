@@ -17,6 +17,9 @@ Shared conventions, provided here:
   what to do in the message.
 * `apply_env_defaults(parser)`: every long option `--some-option` can also come from the
   environment variable `OFFSETWATCH_SOME_OPTION` (the command line wins).
+* `kafka_properties_from_env(...)`: librdkafka properties from `OFFSETWATCH_KAFKA_<NAME>`
+  variables, the convention `offsetwatch export` (exporter/config.py) uses as well, so one set
+  of variables serves every command.
 * `Repeat`: the action for repeatable options whose command-line values replace (not extend) a
   list taken from the environment.
 """
@@ -27,7 +30,7 @@ import argparse
 import importlib
 import os
 import pkgutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -36,15 +39,19 @@ if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 __all__ = [
+    "ENV_KAFKA_PREFIX",
     "ENV_PREFIX",
     "Repeat",
     "UsageError",
     "apply_env_defaults",
-    "env_name",
+    "env_names",
+    "kafka_properties_from_env",
+    "option_env_names",
     "registrars",
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
+ENV_KAFKA_PREFIX: Final = "OFFSETWATCH_KAFKA_"
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
 
@@ -81,12 +88,38 @@ class Repeat(argparse.Action):
         setattr(namespace, self.dest, items)
 
 
-def env_name(action: argparse.Action) -> str | None:
-    """`--bootstrap-server` -> `OFFSETWATCH_BOOTSTRAP_SERVER` (None: no long option)."""
-    for option in action.option_strings:
-        if option.startswith("--"):
-            return ENV_PREFIX + option[2:].upper().replace("-", "_")
-    return None
+def env_names(action: argparse.Action) -> list[str]:
+    """`--bootstrap-server` -> `OFFSETWATCH_BOOTSTRAP_SERVER`: one name per long option."""
+    return [
+        ENV_PREFIX + option[2:].upper().replace("-", "_")
+        for option in action.option_strings
+        if option.startswith("--")
+    ]
+
+
+def option_env_names(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:
+    """The environment variables of every option of these (command) parsers."""
+    return {name for parser in parsers for action in parser._actions for name in env_names(action)}
+
+
+def kafka_properties_from_env(
+    environ: Mapping[str, str], reserved: Collection[str] = ()
+) -> list[tuple[str, str]]:
+    """librdkafka properties from `OFFSETWATCH_KAFKA_<NAME>` variables, sorted by name.
+
+    After the prefix, `_` stands for `.` and `__` for a literal `_`, lower-cased:
+    OFFSETWATCH_KAFKA_SASL_PASSWORD -> sasl.password (as in exporter/config.py). Variables in
+    `reserved` are options of some command (OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES), not
+    properties.
+    """
+    out = []
+    for key in sorted(environ):
+        if key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
+            if key in reserved:
+                continue
+            rest = key[len(ENV_KAFKA_PREFIX) :].replace("__", "\0").lower()
+            out.append((".".join(rest.split("_")).replace("\0", "_"), environ[key]))
+    return out
 
 
 def _split(text: str) -> list[str]:
@@ -112,22 +145,28 @@ def _flag(text: str) -> bool:
 
 
 def apply_env_defaults(
-    parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None
+    parser: argparse.ArgumentParser,
+    environ: Mapping[str, str] | None = None,
+    exclude: Collection[str] = (),
 ) -> None:
     """Take option defaults from `OFFSETWATCH_<OPTION>` environment variables.
 
-    Flags take 1/true/yes/on or 0/false/no/off; repeatable options take several values
-    separated by commas (or by newlines, when a value itself holds commas). A bad value is not
-    an error at once: it is stored as `args.env_errors` and the command reports it (exit 2),
-    so that a variable meant for one command never breaks another.
+    An option with several long names (`--bootstrap-server`, `--bootstrap-servers`) reads the
+    first of their variables that is set. Flags take 1/true/yes/on or 0/false/no/off;
+    repeatable options take several values separated by commas (or by newlines, when a value
+    itself holds commas). Options whose dest is in `exclude` are left alone. A bad value is
+    not an error at once: it is stored as `args.env_errors` and the command reports it (exit
+    2), so that a variable meant for one command never breaks another.
     """
     env = os.environ if environ is None else environ
     errors: list[str] = []
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+        if action.dest in exclude or isinstance(
+            action, argparse._HelpAction | argparse._VersionAction
+        ):
             continue
-        name = env_name(action)
-        if name is None or name not in env:
+        name = next((n for n in env_names(action) if n in env), None)
+        if name is None:
             continue
         text = env[name]
         try:

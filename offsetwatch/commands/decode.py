@@ -9,14 +9,23 @@ a block of lines, a consume call).
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from offsetwatch.commands import Repeat, UsageError, apply_env_defaults
+from offsetwatch.commands import (
+    Repeat,
+    UsageError,
+    apply_env_defaults,
+    kafka_properties_from_env,
+    option_env_names,
+)
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -78,8 +87,8 @@ examples:
   offsetwatch decode --bootstrap-server broker1:9092 --group '^payments$' \\
       --type offset_commit --follow
 
-  # a SASL_SSL cluster: librdkafka properties with -X, the secret from the environment
-  export OFFSETWATCH_KAFKA_PROPERTY='sasl.password=...'
+  # a SASL_SSL cluster: librdkafka properties with -X, the password from the environment
+  export OFFSETWATCH_KAFKA_SASL_PASSWORD=...
   offsetwatch decode --bootstrap-server broker1:9093 -X security.protocol=SASL_SSL \\
       -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=ops
 
@@ -102,9 +111,11 @@ environment:
   Every option can also come from an environment variable OFFSETWATCH_<OPTION> (upper case,
   dashes as underscores): OFFSETWATCH_BOOTSTRAP_SERVER=broker1:9092, OFFSETWATCH_FORMAT=dump-log,
   OFFSETWATCH_FOLLOW=1. Repeatable options take a comma-separated list (newline-separated when
-  a value holds commas); -X values from OFFSETWATCH_KAFKA_PROPERTY are combined with those on
-  the command line, which otherwise wins. Values of secret properties (passwords, keys, tokens)
-  are never printed.
+  a value holds commas). librdkafka properties come from OFFSETWATCH_KAFKA_<PROPERTY>, the
+  same variables offsetwatch export reads: dots as underscores, a literal underscore doubled,
+  e.g. OFFSETWATCH_KAFKA_SASL_PASSWORD is -X sasl.password, OFFSETWATCH_KAFKA_SSL_CA_LOCATION
+  is -X ssl.ca.location; -X on the command line wins. Values of secret properties (passwords,
+  keys, tokens) are never printed.
 
 progress:
   File input shows a progress bar on stderr when stderr is a terminal and the records do not
@@ -236,9 +247,14 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
     live = parser.add_argument_group("live topic")
     live.add_argument(
-        "--bootstrap-server", metavar="HOST:PORT[,...]", help="Kafka brokers to read from"
+        "--bootstrap-server",
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="Kafka brokers to read from",
     )
-    live.add_argument("--topic", default=DEFAULT_TOPIC, help="topic to read (%(default)s)")
+    live.add_argument(
+        "--topic", "--offsets-topic", default=DEFAULT_TOPIC, help="topic to read (%(default)s)"
+    )
     live.add_argument(
         "--from",
         dest="start",
@@ -270,7 +286,8 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         type=parse_property,
         default=[],
         metavar="KEY=VALUE",
-        help="librdkafka client property, e.g. -X security.protocol=SASL_SSL (repeatable)",
+        help="librdkafka client property, e.g. -X security.protocol=SASL_SSL (repeatable; "
+        "also OFFSETWATCH_KAFKA_<PROPERTY> variables, see below)",
     )
     live.add_argument(
         "--timeout",
@@ -324,8 +341,10 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         help="progress bar on stderr for file input (default: when stderr is a terminal)",
     )
-    apply_env_defaults(parser)
-    parser.set_defaults(handler=run)
+    # -X has its own variables: OFFSETWATCH_KAFKA_<PROPERTY>, shared with offsetwatch export
+    apply_env_defaults(parser, exclude={"properties"})
+    # the other commands' options, to tell their OFFSETWATCH_KAFKA_* settings from properties
+    parser.set_defaults(handler=functools.partial(run, commands=subparsers.choices))
     return parser
 
 
@@ -347,11 +366,12 @@ def _guess_input(paths: list[str]) -> str:
     return kinds.pop()
 
 
-def _open_source(args: argparse.Namespace) -> Source:
+def _open_source(args: argparse.Namespace, reserved_env: Collection[str]) -> Source:
     from offsetwatch import decode_inputs as inputs
 
     partitions = frozenset(args.partitions) if args.partitions else None
-    properties: list[tuple[str, str]] = args.properties or []
+    # the environment first: -X on the command line wins
+    properties = kafka_properties_from_env(os.environ, reserved_env) + (args.properties or [])
     kind = args.input
     if args.sample:
         if args.paths or kind is not None:
@@ -469,8 +489,13 @@ class DecodeLoop:
     """Turns input chunks into output items, applying the filters."""
 
     def __init__(self, args: argparse.Namespace, one_per_line: bool, reporter: Reporter) -> None:
-        from decoder import Codec
+        from decoder import Codec, DecodeError, group_of
+        from offsetwatch.decode_inputs import InputRecord, Notice
 
+        self._decode_error = DecodeError
+        self._group_of = group_of
+        self._input_record = InputRecord
+        self._notice = Notice
         self.codec = Codec()
         self.render = _renderer(args.format)
         self.reporter = reporter
@@ -482,9 +507,7 @@ class DecodeLoop:
         self.skip_aborted = bool(args.skip_aborted)
 
     def _located(self, error: Exception, item: Any, label: str) -> str:
-        from decoder import DecodeError
-
-        if isinstance(error, DecodeError):
+        if isinstance(error, self._decode_error):
             error = error.at(
                 item.partition if item.partition >= 0 else None,
                 item.offset if item.offset >= 0 else None,
@@ -493,9 +516,10 @@ class DecodeLoop:
         return f"{error}{where}"
 
     def __call__(self, chunk: Chunk) -> list[Any]:
-        from decoder import DecodeError, group_of
-        from offsetwatch.decode_inputs import InputRecord, Notice
-
+        DecodeError = self._decode_error
+        InputRecord = self._input_record
+        Notice = self._notice
+        group_of = self._group_of
         decode = self.codec.decode
         render = self.render
         one_per_line = self.one_per_line
@@ -583,17 +607,29 @@ class _Progress:
         self._progress = Progress(*columns, console=console, transient=True, redirect_stdout=False)
         self._task = self._progress.add_task("decode", total=total, records=0)
         self._records = 0
+        self._bytes = 0
+        self._next_update = 0.0
 
     def __enter__(self) -> _Progress:
         self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._flush()
         self._progress.stop()
 
     def advance(self, nbytes: int, records: int) -> None:
+        # the bar redraws ~10 times a second: pass it the counts at about that rate
         self._records += records
-        self._progress.update(self._task, advance=nbytes, records=self._records)
+        self._bytes += nbytes
+        now = time.monotonic()
+        if now >= self._next_update:
+            self._next_update = now + 0.1
+            self._flush()
+
+    def _flush(self) -> None:
+        self._progress.update(self._task, advance=self._bytes, records=self._records)
+        self._bytes = 0
 
 
 def _want_progress(args: argparse.Namespace, source: Source, output_is_stdout: bool) -> bool:
@@ -636,15 +672,17 @@ def _open_output(path: str) -> IO[bytes]:
         ) from None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    args: argparse.Namespace, commands: Mapping[str, argparse.ArgumentParser] | None = None
+) -> int:
     if args.format == "avro" and not args.output:
         raise UsageError("--format avro writes a binary container file: give --output FILE")
     if args.format == "avro":
         try:
-            from decoder.avro import AvroCodec
+            from decoder.avro import AvroCodec, AvroError
         except ImportError as error:
             raise UsageError(f"--format avro is not available here: {error}") from None
-    source = _open_source(args)
+    source = _open_source(args, option_env_names((commands or {}).values()))
     try:
         reporter = Reporter()
         loop = DecodeLoop(args, source.one_per_line, reporter)
@@ -668,9 +706,12 @@ def run(args: argparse.Namespace) -> int:
                     progress.__enter__()
                 if args.format == "avro":
                     output.close()
-                    AvroCodec().write_container(
-                        args.output, (rec for items in outputs() for rec in items)
-                    )
+                    try:
+                        AvroCodec().write_container(
+                            args.output, (rec for items in outputs() for rec in items)
+                        )
+                    except AvroError as error:
+                        reporter.failure(f"{args.output}: {error}; the Avro file is incomplete")
                 else:
                     _write_lines(output, outputs(), source.flush_each_chunk)
             except KeyboardInterrupt:
