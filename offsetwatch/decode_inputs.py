@@ -158,7 +158,7 @@ class HexJsonlSource(Source):
         nbytes = 0
         for number, line in enumerate(stream, 1):
             nbytes += len(line)
-            if line.isspace() or not line:
+            if line.isspace():
                 continue
             items.append(parse(line, number, label))
             if len(items) >= HEX_CHUNK_LINES:
