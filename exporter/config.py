@@ -670,7 +670,7 @@ def _apply_file(
         sources[key] = source
 
 
-def _env_property(rest: str) -> str:
+def kafka_property_name(rest: str) -> str:
     """SASL_MECHANISM -> sasl.mechanism; a double underscore stands for a literal '_'."""
     return ".".join(part.lower() for part in rest.replace("__", "\0").split("_")).replace("\0", "_")
 
@@ -692,7 +692,7 @@ def _apply_env(
             values[setting.name] = _from_text(setting, text, key)
             sources[setting.name] = key
         elif key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
-            kafka[_env_property(key[len(ENV_KAFKA_PREFIX) :])] = text
+            kafka[kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])] = text
         # other OFFSETWATCH_* variables (OFFSETWATCH_CONFIG, test settings) are not ours
 
 
@@ -711,7 +711,8 @@ def _apply_args(
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise ConfigError(f"-X expects NAME=VALUE, e.g. -X sasl.mechanism=PLAIN (got {item!r})")
+            # the argument is not echoed: it may be a password typed with the wrong separator
+            raise ConfigError("-X expects NAME=VALUE, e.g. -X sasl.mechanism=PLAIN")
         kafka[name] = value
 
 

@@ -112,13 +112,14 @@ def kafka_properties_from_env(
     `reserved` are options of some command (OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES), not
     properties.
     """
+    from exporter.config import kafka_property_name
+
     out = []
     for key in sorted(environ):
         if key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
             if key in reserved:
                 continue
-            rest = key[len(ENV_KAFKA_PREFIX) :].replace("__", "\0").lower()
-            out.append((".".join(rest.split("_")).replace("\0", "_"), environ[key]))
+            out.append((kafka_property_name(key[len(ENV_KAFKA_PREFIX) :]), environ[key]))
     return out
 
 
