@@ -181,6 +181,7 @@ class Exporter:
                 else self._avro.encode_confluent(canonical, schema_id)
             )
         self.publisher.publish(record.partition, record.offset, identity_key(record), value)
+        self.stats.published_total += 1
 
     def _archive(self, record: AnyRecord) -> None:
         self.archive.write(self._canonical.to_dict(record))
@@ -193,6 +194,7 @@ class Exporter:
             self.publisher.dead_letter(
                 item.partition, item.offset, item.key, item.value, str(item.error)
             )
+            self.stats.dlq_total += 1
             return
         if self.publisher is not None:
             self.publisher.mark_done(item.partition, item.offset)
@@ -264,11 +266,16 @@ class Exporter:
         source = self.source
         assert source is not None
         batch = source.poll_batch(max_messages, timeout_s)
+        rebuilt = False
         for event in batch.events:
-            self._on_event(event)
-        handled = self.ingestor.ingest(batch.messages) if batch.messages else 0
+            rebuilt = self._on_event(event) or rebuilt
+        # after a rebuild every partition is read again from its start: this batch's records
+        # were fetched from the old positions and must not be applied to the emptied state
+        messages = [] if rebuilt else batch.messages
+        handled = self.ingestor.ingest(messages) if messages else 0
         if self.publisher is not None:
             self.publisher.poll(0)
+            self.stats.publish_errors_total = self.publisher.delivery_failures
         self._apply_samples()
         now = self.clock_ms()
         self._update_source_stats(source)
@@ -284,7 +291,8 @@ class Exporter:
             self._next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
         return handled
 
-    def _on_event(self, event: object) -> None:
+    def _on_event(self, event: object) -> bool:
+        """Handle a source event; True when it rebuilt the state."""
         if isinstance(event, OffsetOutOfRange):
             # the checkpoint points where the log no longer is: rebuild from scratch
             log.warning(
@@ -296,8 +304,10 @@ class Exporter:
                 event.reason,
             )
             self.rebuild()
-        elif isinstance(event, SourceError):
+            return True
+        if isinstance(event, SourceError):
             log.warning("source: %s: %s", event.code, event.message)
+        return False
 
     def rebuild(self) -> None:
         source = self.source
