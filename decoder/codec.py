@@ -3,25 +3,82 @@
 `Codec.decode(key, value)` turns one `__consumer_offsets` record into a `Record` (or an
 `UnknownRecord` for a key type nobody knows yet) and raises exactly one exception type,
 `DecodeError`, for bad bytes. `Codec.encode(record)` is the inverse, byte for byte.
+`Codec.decode_many(messages)` decodes a sequence of records in one loop (same results).
+
+Speed (see benchmarks/decode.py): commit streams are almost only OffsetCommitValue v3 with
+empty metadata under a handful of repeating keys. Decoded keys are cached; such a value is
+read with one `struct` call, checked (version 3, metadata length 0, 24 bytes) and built
+without the generic reader; `Record` and the value are built through `codegen.builder_for`
+builders (plain slot stores, then `__class__` assignment) instead of the frozen `__init__`.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from decoder.codegen import Compiler, EncodeError, Reader, Writer
+from decoder.codegen import Compiler, EncodeError, Reader, Writer, builder_for
 from decoder.errors import DecodeError
-from decoder.layout import VERSION_MAX
-from decoder.records import AnyRecord, Key, Record, UnknownRecord, Value
+from decoder.layout import NO_TAGS, VERSION_MAX, Kind, field_layouts
+from decoder.records import AnyRecord, Key, OffsetCommitValue, Record, UnknownRecord, Value
 from decoder.registry import RECORD_TYPES, RecordType
 
 _I16: Final = struct.Struct(">h")
 _DEFAULT_KEY_CACHE: Final = 200_000
 
 DecodedKey = tuple[RecordType, Key]
+#: what `decode_many` takes: key, value, partition, offset, timestamp
+Message = tuple[bytes | None, bytes | None, int, int, int]
+
+
+def _builder(cls: type) -> Any:
+    builder = builder_for(cls)
+    if builder is None:  # pragma: no cover - records.py convention: frozen slots dataclasses
+        raise TypeError(f"{cls.__name__} is not a plain frozen slots dataclass")
+    return builder
+
+
+#: Record/OffsetCommitValue are built from these (plain slot stores + __class__ assignment)
+_RecordBuilder: Final = _builder(Record)
+_CommitBuilder: Final = _builder(OffsetCommitValue)
+_new: Final[Any] = object.__new__
+
+
+def _commit_v3_layout() -> tuple[int, str] | None:
+    """(expire_timestamp default, topic_id default) if OffsetCommitValue v3 is what the fast
+    path reads: int64 offset, int32 leader epoch, string metadata, int64 commit timestamp,
+    not flexible, every other field at its default. None disables the fast path."""
+    fields = field_layouts(OffsetCommitValue)
+    present = [(f.name, f.wire.kind) for f in fields if 3 in f.wire.versions]
+    expected = [
+        ("offset", Kind.INT64),
+        ("leader_epoch", Kind.INT32),
+        ("metadata", Kind.STRING),
+        ("commit_timestamp", Kind.INT64),
+    ]
+    defaults = {f.name: f.wire.default for f in fields if 3 not in f.wire.versions}
+    if present != expected or set(defaults) != {"expire_timestamp", "topic_id"}:
+        return None
+    for key_type in (0, 1):
+        rtype = RECORD_TYPES[key_type]
+        if rtype.value_classes != (OffsetCommitValue,) or 3 not in rtype.value_versions:
+            return None
+        if rtype.flexible_from is not None and rtype.flexible_from <= 3:
+            return None
+    return defaults["expire_timestamp"], defaults["topic_id"]
+
+
+_COMMIT_V3_DEFAULTS: Final = _commit_v3_layout()
+#: OffsetCommitValue v3 with empty metadata: version, offset, leader epoch, metadata length
+#: (0), commit timestamp - 24 bytes
+_unpack_commit_v3: Final = struct.Struct(">hqihq").unpack
+_COMMIT_V3_SIZE: Final = 24
+_EXPIRE_DEFAULT: Final = -1 if _COMMIT_V3_DEFAULTS is None else _COMMIT_V3_DEFAULTS[0]
+_TOPIC_ID_DEFAULT: Final = "" if _COMMIT_V3_DEFAULTS is None else _COMMIT_V3_DEFAULTS[1]
+#: key types 0..this one (legacy and current offset commits) take the fast path; -1: none
+_COMMIT_FAST_MAX_TYPE: Final = -1 if _COMMIT_V3_DEFAULTS is None else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +120,14 @@ class Codec:
     key_cache_size: int = _DEFAULT_KEY_CACHE
     _compiler: Compiler = field(default_factory=Compiler)
     _types: dict[int, _TypeCodec] = field(default_factory=dict)
-    _key_cache: dict[bytes, DecodedKey] = field(default_factory=dict)
-    _new_record: Callable[..., Record] = field(init=False)
+    #: key bytes -> decoded key (only keys of known types, 0..255, are cached)
+    _key_cache: dict[bytes | None, Key] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key_type, rtype in RECORD_TYPES.items():
+            if not 0 <= key_type <= 0xFF:  # pragma: no cover - the cache relies on it
+                raise ValueError(f"key type {key_type} does not fit the key cache")
             self._types[key_type] = _build(self._compiler, rtype)
-        self._new_record = _fast_constructor(Record)
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -83,29 +141,107 @@ class Codec:
     ) -> AnyRecord:
         """Decode one record; raises DecodeError (located at partition/offset) for bad bytes."""
         try:
-            if key is None:
-                raise DecodeError("null key (only control records have none)", part="key")
-            decoded = self._key_cache.get(key)
-            if decoded is None:
-                if len(key) >= 2:
+            key_obj = self._key_cache.get(key)
+            if key_obj is None:
+                if key is None:
+                    raise DecodeError("null key (only control records have none)", part="key")
+                key_obj = self._cache_key(key)
+                if key_obj is None:
                     key_type = _I16.unpack_from(key)[0]
-                    if key_type not in self._types:
-                        return UnknownRecord(key_type, key, value, partition, offset, timestamp)
-                decoded = self.decode_key(key)
-            rtype, key_obj = decoded
+                    return UnknownRecord(key_type, key, value, partition, offset, timestamp)
+            # a cached key is of a known type (0..255): its int16 type is its second byte
+            key_type = key[1]  # type: ignore[index]
             if value is None:
-                return self._new_record(
-                    rtype.key_type, key_obj, None, None, partition, offset, timestamp
-                )
-            version, value_obj = self._decode_value(rtype, value)
-            return self._new_record(
-                rtype.key_type, key_obj, version, value_obj, partition, offset, timestamp
-            )
+                version = value_obj = None
+            elif key_type <= _COMMIT_FAST_MAX_TYPE and len(value) == _COMMIT_V3_SIZE:
+                version, off, epoch, metadata_length, commit_ts = _unpack_commit_v3(value)
+                if version == 3 and metadata_length == 0:
+                    value_obj = _new(_CommitBuilder)
+                    value_obj.offset = off
+                    value_obj.leader_epoch = epoch
+                    value_obj.metadata = ""
+                    value_obj.commit_timestamp = commit_ts
+                    value_obj.expire_timestamp = _EXPIRE_DEFAULT
+                    value_obj.topic_id = _TOPIC_ID_DEFAULT
+                    value_obj.tags = NO_TAGS
+                    value_obj.__class__ = OffsetCommitValue
+                else:
+                    version, value_obj = self._decode_value(self._types[key_type], value)
+            else:
+                version, value_obj = self._decode_value(self._types[key_type], value)
         except DecodeError as error:
             raise error.at(partition, offset) from None
+        record = _new(_RecordBuilder)
+        record.key_type = key_type
+        record.key = key_obj
+        record.value_version = version
+        record.value = value_obj
+        record.partition = partition
+        record.offset = offset
+        record.timestamp = timestamp
+        record.__class__ = Record
+        result: Record = record
+        return result
+
+    def decode_many(self, messages: Iterable[Message]) -> list[AnyRecord]:
+        """`decode` over (key, value, partition, offset, timestamp) tuples, in one loop.
+
+        Returns exactly what `decode` returns for each message, in order; raises the
+        DecodeError `decode` raises for the first bad message (a caller that quarantines bad
+        records decodes that batch again one by one).
+        """
+        out: list[AnyRecord] = []
+        append = out.append
+        cached = self._key_cache.get
+        decode = self.decode
+        unpack = _unpack_commit_v3
+        size = _COMMIT_V3_SIZE
+        commit_max_type = _COMMIT_FAST_MAX_TYPE
+        new = _new
+        record_builder, commit_builder = _RecordBuilder, _CommitBuilder
+        record_cls, commit_cls = Record, OffsetCommitValue
+        expire, topic_id, no_tags = _EXPIRE_DEFAULT, _TOPIC_ID_DEFAULT, NO_TAGS
+        for key, value, partition, offset, timestamp in messages:
+            key_obj = cached(key)
+            # the bulk of a commit stream, inline; everything else is decode()'s business
+            if key_obj is not None and value is not None and len(value) == size:
+                key_type = key[1]  # type: ignore[index]
+                if key_type <= commit_max_type:
+                    version, off, epoch, metadata_length, commit_ts = unpack(value)
+                    if version == 3 and metadata_length == 0:
+                        value_obj = new(commit_builder)
+                        value_obj.offset = off
+                        value_obj.leader_epoch = epoch
+                        value_obj.metadata = ""
+                        value_obj.commit_timestamp = commit_ts
+                        value_obj.expire_timestamp = expire
+                        value_obj.topic_id = topic_id
+                        value_obj.tags = no_tags
+                        value_obj.__class__ = commit_cls
+                        record = new(record_builder)
+                        record.key_type = key_type
+                        record.key = key_obj
+                        record.value_version = 3
+                        record.value = value_obj
+                        record.partition = partition
+                        record.offset = offset
+                        record.timestamp = timestamp
+                        record.__class__ = record_cls
+                        append(record)
+                        continue
+            append(decode(key, value, partition, offset, timestamp))
+        return out
 
     def decode_key(self, key: bytes) -> DecodedKey:
         """Decode a key (and cache it); an unknown key type is a DecodeError here."""
+        key_obj = self._cache_key(key)
+        key_type = _I16.unpack_from(key)[0]
+        if key_obj is None:
+            raise DecodeError(f"unknown record type {key_type}", part="key", byte_position=0)
+        return self._types[key_type].rtype, key_obj
+
+    def _cache_key(self, key: bytes) -> Key | None:
+        """Decode and cache a key; None for an unknown key type."""
         if len(key) < 2:
             raise DecodeError(
                 f"key of {len(key)} bytes is shorter than its type prefix", part="key"
@@ -113,7 +249,7 @@ class Codec:
         key_type = _I16.unpack_from(key)[0]
         codec = self._types.get(key_type)
         if codec is None:
-            raise DecodeError(f"unknown record type {key_type}", part="key", byte_position=0)
+            return None
         try:
             key_obj, end = codec.key_reader(key, 2)
         except DecodeError as error:
@@ -124,26 +260,26 @@ class Codec:
                 part="key",
                 byte_position=end,
             )
-        decoded = (codec.rtype, key_obj)
-        if len(self._key_cache) >= self.key_cache_size:
-            self._key_cache.clear()
-        self._key_cache[key] = decoded
-        return decoded
+        cache = self._key_cache
+        if len(cache) >= self.key_cache_size:
+            cache.clear()
+        cache[key] = key_obj
+        return key_obj  # type: ignore[no-any-return]
 
     def decode_value(self, key_type: int, value: bytes) -> tuple[int, Value]:
         codec = self._types.get(key_type)
         if codec is None:
             raise DecodeError(f"unknown record type {key_type}", part="key", byte_position=0)
-        return self._decode_value(codec.rtype, value)
+        return self._decode_value(codec, value)
 
-    def _decode_value(self, rtype: RecordType, value: bytes) -> tuple[int, Any]:
-        codec = self._types[rtype.key_type]
+    def _decode_value(self, codec: _TypeCodec, value: bytes) -> tuple[int, Any]:
         if len(value) < 2:
             raise DecodeError(
                 f"value of {len(value)} bytes is shorter than its version prefix", part="value"
             )
         version = _I16.unpack_from(value)[0]
         readers = codec.value_readers.get(version)
+        rtype = codec.rtype
         if readers is None:
             if version > codec.newest and rtype.read_newer_versions:
                 readers = codec.value_readers[codec.newest]
@@ -222,21 +358,3 @@ class Codec:
         out = bytearray(_I16.pack(version))
         writer(value, out)
         return bytes(out)
-
-
-def _fast_constructor(cls: type) -> Callable[..., Any]:
-    """Positional constructor of a frozen slots dataclass that skips its checked __init__."""
-    names = list(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    ns: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    body = []
-    for i, name in enumerate(names):
-        ns[f"_s{i}"] = getattr(cls, name).__set__
-        body.append(f"    _s{i}(o, {name})")
-    src = (
-        f"def new_{cls.__name__}({', '.join(names)}):\n    o = _new(_cls)\n"
-        + "\n".join(body)
-        + "\n    return o\n"
-    )
-    exec(compile(src, f"<constructor {cls.__name__}>", "exec"), ns)
-    constructor: Callable[..., Any] = ns[f"new_{cls.__name__}"]
-    return constructor
