@@ -78,7 +78,8 @@ class Exporter:
     _samples: queue.SimpleQueue[Sample] = field(default_factory=queue.SimpleQueue)
     _tracked: frozenset[tuple[str, int]] = frozenset()
     _stop: threading.Event = field(default_factory=threading.Event)
-    _sampled_once: bool = False
+    #: tracked partitions the sampler reported as not existing (deleted topics)
+    _missing: set[tuple[str, int]] = field(default_factory=set)
     _next_snapshot_ms: int = 0
     _next_checkpoint_ms: int = 0
     _next_tracked_ms: int = 0
@@ -251,12 +252,13 @@ class Exporter:
                 if end is None:
                     # the topic is gone: forget its history so the partition reports unknown
                     self.histories.pop(key, None)
+                    self._missing.add(key)
                     continue
+                self._missing.discard(key)
                 history = self.histories.get(key)
                 if history is None:
                     history = self.histories[key] = LogEndHistory()
                 history.record(time_ms, end)
-            self._sampled_once = True
             self.stats.last_sample_ms = time_ms
 
     # -- the main loop ---------------------------------------------------------------------
@@ -280,8 +282,12 @@ class Exporter:
         now = self.clock_ms()
         self._update_source_stats(source)
         if now >= self._next_tracked_ms:
-            self._tracked = frozenset(self.state.tracked_partitions())
+            tracked = self.state.tracked_partitions()
+            self._tracked = frozenset(tracked)
             self._next_tracked_ms = now + 1000
+            self._check_ready(source, tracked)
+            if self.archive is not None:
+                self.archive.roll_expired()
         if now >= self._next_snapshot_ms:
             self.build_snapshot(now)
             self._next_snapshot_ms = now + int(self.config.snapshot_interval_s * 1000)
@@ -324,11 +330,15 @@ class Exporter:
             stats.set_position(partition, position)
         for partition, end in source.end_offsets().items():
             stats.set_high_watermark(partition, end)
-        # ready = the first pass reached the end of every partition AND log ends are known:
-        # lag computed before both would be a spike from backfilled history
-        sampled = self._sampled_once or not self._tracked
-        if source.caught_up() and sampled and not stats.ready:
-            stats.mark_ready(self.clock_ms())
+
+    def _check_ready(self, source: OffsetsTopicSource, tracked: set[tuple[str, int]]) -> None:
+        """Ready = the first pass reached the end of every partition AND the log end of every
+        tracked partition is known: lag computed before both would be a spike from history."""
+        if self.stats.ready or not source.caught_up():
+            return
+        histories, missing = self.histories, self._missing
+        if all(key in histories or key in missing for key in tracked):
+            self.stats.mark_ready(self.clock_ms())
             log.info("ready: caught up with %s", self.config.offsets_topic)
 
     def build_snapshot(self, now_ms: int) -> Snapshot:
@@ -346,6 +356,9 @@ class Exporter:
         if path is None:
             return
         positions = dict(self.ingestor.positions)
+        if self.archive is not None:
+            # archived records up to the checkpointed positions must survive a crash
+            self.archive.flush(fsync=True)
         if self.publisher is not None:
             # only what was delivered counts as done: resume before anything unconfirmed
             self.publisher.flush(10)
@@ -353,6 +366,7 @@ class Exporter:
             positions = {p: min(pos, confirmed.get(p, pos)) for p, pos in positions.items()}
         started = time.perf_counter()
         try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
             save_checkpoint(
                 path, self.state, positions, meta=self._checkpoint_meta(), codec=self.codec
             )
@@ -365,7 +379,14 @@ class Exporter:
     def run(self) -> None:
         """Run until stop(): the caller has called open() and started HTTP/sampler."""
         while not self._stop.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception:
+                # the daemon outlives any one failure (e.g. the producer's queue staying full
+                # while the output cluster is down): log it, back off, and carry on
+                self.stats.loop_errors_total += 1
+                log.exception("exporter main loop failed; retrying in 1 s")
+                self._stop.wait(1.0)
 
     def stop(self) -> None:
         self._stop.set()

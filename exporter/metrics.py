@@ -209,6 +209,9 @@ S_DECODE_ERRORS: Final = _c(
     "decode_errors_total", ("reason",), "Records of __consumer_offsets that failed to decode."
 )
 S_QUARANTINED: Final = _c("quarantined_total", (), "Records set aside instead of applied.")
+S_LOOP_ERRORS: Final = _c(
+    "loop_errors_total", (), "Failures of the exporter's main loop (logged, retried after 1 s)."
+)
 S_POSITION: Final = _g(
     "source_position", ("partition",), "Next offset to read per __consumer_offsets partition."
 )
@@ -325,6 +328,7 @@ SELF_FAMILIES: Final = (
     S_RECORDS,
     S_DECODE_ERRORS,
     S_QUARANTINED,
+    S_LOOP_ERRORS,
     S_POSITION,
     S_HIGH_WATERMARK,
     S_SOURCE_LAG,
@@ -634,6 +638,7 @@ def _self_families(
     )
     yield S_DECODE_ERRORS, [((esc(r),), n) for r, n in sorted(stats.errors().items())]
     yield S_QUARANTINED, [((), stats.quarantined_total)]
+    yield S_LOOP_ERRORS, [((), stats.loop_errors_total)]
     source = stats.source()
     yield S_POSITION, [((str(s.partition),), s.position) for s in source if s.position is not None]
     yield (

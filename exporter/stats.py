@@ -59,6 +59,8 @@ class PipelineStats:
     decode_errors_total: dict[str, int] = field(default_factory=dict)
     #: records set aside (undecodable or inconsistent) instead of being applied
     quarantined_total: int = 0
+    #: main-loop iterations that raised (the daemon logs, backs off and carries on)
+    loop_errors_total: int = 0
     #: `__consumer_offsets` partition -> next offset to read
     source_position: dict[int, int] = field(default_factory=dict)
     #: `__consumer_offsets` partition -> high watermark

@@ -173,14 +173,6 @@ def test_conformance_data_has_what_the_test_relies_on(conformance_dir: Path) -> 
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exporter/daemon.py: the log-end sampler's first round runs before the main loop "
-    "has published any tracked partition, so on_sample(t, {}) sets _sampled_once and the "
-    "daemon reports ready (/readyz 200, offsetwatch_ready 1) with no log end known; lag stays "
-    "unknown until the next round (sample_interval_s later), contrary to 'ready = caught up "
-    "AND log ends are known' in _update_source_stats",
-)
 def test_ready_means_the_lag_is_known(cluster: MockCluster) -> None:
     """/readyz 200 promises meaningful lag: every committed partition's lag is exported."""
     create_workload_topics(cluster, cluster.bootstrap_servers, 3)
