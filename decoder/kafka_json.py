@@ -10,18 +10,32 @@ Rules shared by both (Kafka's generated JsonConverters): camelCase names in sche
 only fields of the record's version, tagged fields only when not at their default (a nullable
 struct tag Kafka 4.0 wrote explicitly as null prints as null), bytes as standard base64,
 UUIDs in Kafka's URL-safe base64 form.
+
+`dump_log_text(record)` / `console_text(record)` give the same JSON as text, exactly what
+`canonical.dumps` makes of the dicts, without building them: the text of each key object is
+cached (the codec hands out one object per distinct key), and each (struct class, version,
+flexible) layout is compiled once into a Python function that formats its fields straight
+into one f-string, so rendering stays generic over every record type.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+from binascii import b2a_base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any, Final
 
-from decoder.consumer_protocol import ConsumerProtocol
+from decoder.consumer_protocol import (
+    ConsumerProtocol,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
 from decoder.errors import DecodeError
-from decoder.layout import Kind, field_layouts
-from decoder.records import AnyRecord, GroupMetadataValue, MemberMetadata, Record
+from decoder.layout import Kind, Wire, field_layouts
+from decoder.records import AnyRecord, GroupMetadataValue, MemberMetadata, Record, UnknownRecord
 from decoder.registry import RECORD_TYPES
 
 DELETE: Final = "<DELETE>"
@@ -88,6 +102,10 @@ def _layout_version(record: Record) -> int:
     return min(version, rtype.value_versions.high)
 
 
+def _unknown_message(record: UnknownRecord) -> str:
+    return f"Unknown record type {record.key_type} at offset {record.offset}, skipping."
+
+
 def key_json(record: Record) -> dict[str, Any]:
     return struct_json(record.key, 0, False)
 
@@ -97,6 +115,13 @@ class KafkaJson:
     """Renders records the way Kafka's tools do; holds the blob decoder it needs."""
 
     protocol: ConsumerProtocol = field(default_factory=ConsumerProtocol)
+    #: `dumps(dump_log(record))`, rendered straight to text (see the module docstring)
+    dump_log_text: Callable[[AnyRecord], str] = field(init=False, repr=False, compare=False)
+    #: `dumps(console(record))` as text, or None where `console` gives None
+    console_text: Callable[[AnyRecord], str | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.dump_log_text, self.console_text = _text_renderers(self.protocol)
 
     def value_json(self, record: Record, *, decode_blobs: bool) -> dict[str, Any]:
         assert record.value is not None
@@ -128,11 +153,7 @@ class KafkaJson:
     def dump_log(self, record: AnyRecord) -> dict[str, Any]:
         """`{"key": ..., "payload": ...}` as kafka-dump-log --offsets-decoder prints them."""
         if not isinstance(record, Record):
-            offset = record.offset
-            return {
-                "key": f"Unknown record type {record.key_type} at offset {offset}, skipping.",
-                "payload": None,
-            }
+            return {"key": _unknown_message(record), "payload": None}
         key = {"type": str(record.key_type), "data": key_json(record)}
         if record.value is None:
             return {"key": key, "payload": DELETE}
@@ -157,3 +178,313 @@ class KafkaJson:
         else:
             data = self.value_json(record, decode_blobs=False)
         return {"key": key, "value": {"version": version, "data": data}}
+
+
+# -- text rendering --------------------------------------------------------------------------
+
+#: key texts kept per renderer; the codec keeps as many decoded key objects (both caches are
+#: cleared wholesale when full)
+KEY_TEXT_CACHE_SIZE: Final = 200_000
+
+#: struct -> its JSON text
+Renderer = Callable[[Any], str]
+#: (struct, text before it) -> that text, a literal head, the struct's JSON, a literal tail
+PrefixedRenderer = Callable[[Any, str], str]
+
+_INT_KINDS: Final = frozenset({Kind.INT8, Kind.INT16, Kind.INT32, Kind.INT64, Kind.UINT16})
+_STRING_KINDS: Final = frozenset({Kind.STRING, Kind.UUID})
+#: consumer-protocol blobs of classic members that dump-log prints decoded
+_BLOB_FIELDS: Final = {"subscription": "_subscription", "assignment": "_assignment"}
+
+
+def _json_text(text: str) -> str:
+    """A Kafka string as `dumps` writes it: a JSON string literal, invalid UTF-8 as U+FFFD."""
+    if text.isascii():
+        return encode_basestring(text)
+    return encode_basestring(_kafka_string(text))
+
+
+def _json_bytes(data: bytes) -> str:
+    return '"' + b2a_base64(data, newline=False).decode("ascii") + '"'
+
+
+def _json_any(value: Any) -> str:
+    # kinds no record layout uses today (bool): the generic encoder
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _f_literal(text: str) -> str:
+    """`text` as the literal part of a generated f'...' string."""
+    if not (text.isascii() and text.isprintable()):  # pragma: no cover - names are identifiers
+        raise ValueError(f"cannot inline {text!r}")
+    return text.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
+
+
+@dataclass(slots=True)
+class _TextCompiler:
+    """Compiles struct layouts into functions that return the struct's JSON text.
+
+    `struct(cls, version, flexible, blobs)` renders exactly what
+    `dumps(struct_json(obj, version, flexible))` gives; with `blobs`, classic members'
+    subscription/assignment are decoded as `KafkaJson.value_json(..., decode_blobs=True)`
+    does. `prefixed(..., head, tail)` renders `text + head + <that JSON> + tail` for a
+    `(obj, text)` call, all in one string build (the top level of a line).
+    """
+
+    protocol: ConsumerProtocol
+    _structs: dict[tuple[type, int, bool, bool], Renderer] = field(default_factory=dict)
+    _prefixed: dict[tuple[type, int, bool, bool, str, str], PrefixedRenderer] = field(
+        default_factory=dict
+    )
+
+    def struct(self, cls: type, version: int, flexible: bool, blobs: bool) -> Renderer:
+        key = (cls, version, flexible, blobs)
+        found = self._structs.get(key)
+        if found is None:
+            found = self._structs[key] = self._compile(cls, version, flexible, blobs, None)
+        return found
+
+    def prefixed(
+        self, cls: type, version: int, flexible: bool, blobs: bool, head: str, tail: str
+    ) -> PrefixedRenderer:
+        key = (cls, version, flexible, blobs, head, tail)
+        found = self._prefixed.get(key)
+        if found is None:
+            found = self._compile(cls, version, flexible, blobs, (head, tail))
+            self._prefixed[key] = found
+        return found
+
+    def _subscription(self, raw: bytes) -> str:
+        try:
+            version, subscription = self.protocol.decode_subscription(raw)
+        except DecodeError:
+            return _json_bytes(raw)
+        return self.struct(ConsumerProtocolSubscription, version, False, False)(subscription)
+
+    def _assignment(self, raw: bytes) -> str:
+        try:
+            version, assignment = self.protocol.decode_assignment(raw)
+        except DecodeError:
+            return _json_bytes(raw)
+        return self.struct(ConsumerProtocolAssignment, version, False, False)(assignment)
+
+    def _compile(
+        self,
+        cls: type,
+        version: int,
+        flexible: bool,
+        blobs: bool,
+        around: tuple[str, str] | None,
+    ) -> Any:
+        namespace: dict[str, Any] = {
+            "_enc": encode_basestring,
+            "_text": _json_text,
+            "_bytes": _json_bytes,
+            "_any": _json_any,
+        }
+        body: list[str] = []
+        #: (condition or None, f-string fragment) per rendered field, in schema order
+        parts: list[tuple[str | None, str]] = []
+        uses_tags = False
+        for index, f in enumerate(field_layouts(cls)):
+            w = f.wire
+            if version not in w.versions:
+                continue
+            x = f"x{index}"
+            body.append(f"{x} = o.{f.name}")
+            if blobs and cls is MemberMetadata and f.name in _BLOB_FIELDS:
+                namespace[f"_blob{index}"] = getattr(self, _BLOB_FIELDS[f.name])
+                expr = f"{{_blob{index}({x})}}"
+            else:
+                nullable = version in w.nullable or w.default is None
+                expr = self._value(namespace, index, x, w, version, flexible, blobs, nullable)
+            fragment = _f_literal(encode_basestring(f.kafka_name) + ":") + expr
+            condition = None
+            if w.tag is not None and flexible:
+                # struct_json's rule: a tagged field at its default is left out, except a
+                # struct tag that was on the wire (Kafka 4.0's explicit null)
+                namespace[f"_d{index}"] = w.default
+                condition = f"not ({x} == _d{index})"
+                if w.kind is Kind.STRUCT:
+                    uses_tags = True
+                    condition += f" or (tags is not None and {w.tag} in tags.present)"
+            parts.append((condition, fragment))
+        if uses_tags:
+            body.insert(0, 'tags = getattr(o, "tags", None)')
+        head, tail = around if around is not None else ("", "")
+        if all(condition is None for condition, _ in parts):
+            inner = ",".join(fragment for _, fragment in parts)
+            text = f"{_f_literal(head)}{{{{{inner}}}}}{_f_literal(tail)}"
+            body.append(f"return f'{{h}}{text}'" if around is not None else f"return f'{text}'")
+        else:
+            body.append("p = []")
+            merged: list[str] = []  # consecutive unconditional fragments, appended as one
+            for condition, fragment in [*parts, ("", "")]:
+                if condition is None:
+                    merged.append(fragment)
+                    continue
+                if merged:
+                    body.append(f"p.append(f'{','.join(merged)}')")
+                    merged = []
+                if condition:
+                    body.append(f"if {condition}:")
+                    body.append(f"    p.append(f'{fragment}')")
+            joined = f"{head + '{'!r} + ','.join(p) + {'}' + tail!r}"
+            body.append(f"return h + {joined}" if around is not None else f"return {joined}")
+        name = f"render_{cls.__name__}_v{version}{'_flexible' if flexible else ''}"
+        params = "o, h" if around is not None else "o"
+        source = f"def {name}({params}):\n" + "".join(f"    {line}\n" for line in body)
+        exec(compile(source, f"<kafka_json {name}>", "exec"), namespace)
+        return namespace[name]
+
+    def _value(
+        self,
+        namespace: dict[str, Any],
+        index: int,
+        x: str,
+        w: Wire,
+        version: int,
+        flexible: bool,
+        blobs: bool,
+        nullable: bool,
+    ) -> str:
+        """The f-string fragment `{...}` rendering local `x`, a value of field `w`."""
+        kind = w.kind
+        if kind in _INT_KINDS:
+            if not nullable:
+                return f"{{{x}}}"
+            text = x
+        elif kind in _STRING_KINDS:
+            text = f"_enc({x}) if {x}.isascii() else _text({x})"
+        elif kind is Kind.BYTES:
+            text = f"_bytes({x})"
+        elif kind is Kind.STRUCT:
+            assert w.struct is not None
+            namespace[f"_r{index}"] = self.struct(w.struct, version, flexible, blobs)
+            text = f"_r{index}({x})"
+        elif kind is Kind.ARRAY:
+            item = w.item
+            if isinstance(item, Kind):
+                if item in _INT_KINDS:
+                    text = f'"[" + ",".join(map(str, {x})) + "]"'
+                elif item in _STRING_KINDS:
+                    text = f'"[" + ",".join([_text(v) for v in {x}]) + "]"'
+                elif item is Kind.BYTES:
+                    text = f'"[" + ",".join([_bytes(v) for v in {x}]) + "]"'
+                else:
+                    text = f"_any(list({x}))"
+            else:
+                assert isinstance(item, type)
+                namespace[f"_r{index}"] = self.struct(item, version, flexible, blobs)
+                text = f'"[" + ",".join([_r{index}(v) for v in {x}]) + "]"'
+        else:
+            text = f"_any({x})"
+        # null wherever the dicts hold None (struct_json renders None as null for every kind)
+        return f'{{"null" if {x} is None else {text}}}'
+
+
+def _text_renderers(
+    protocol: ConsumerProtocol,
+) -> tuple[Callable[[AnyRecord], str], Callable[[AnyRecord], str | None]]:
+    """(dump_log_text, console_text): closures sharing one compiler.
+
+    Per key object they keep `[key, key type, the line up to the value, value class, value
+    version, value renderer]` under `id(key)` (the entry holds the key, so its id cannot be
+    reused while cached); the renderer is looked up again only when the key's records change
+    class or version.
+    """
+    compiler = _TextCompiler(protocol)
+
+    def new_entry(cache: dict[int, list[Any]], record: Record, head: str, tail: str) -> list[Any]:
+        if len(cache) >= KEY_TEXT_CACHE_SIZE:
+            cache.clear()
+        key = record.key
+        text = compiler.prefixed(type(key), 0, False, False, head, "}," + tail)(key, "")
+        entry = cache[id(key)] = [key, record.key_type, text, None, None, None]
+        return entry
+
+    renderers: dict[tuple[type, int, int | None, bool], PrefixedRenderer] = {}
+
+    def value_renderer(record: Record, dump_log: bool) -> PrefixedRenderer:
+        """Renders `text + '{"version":V,"data":' + <the value's JSON> + "}}"` for
+        `(value, text)`: V a JSON string for dump-log, a number for the console."""
+        value = record.value
+        assert value is not None
+        cls = type(value)
+        memo = (cls, record.key_type, record.value_version, dump_log)
+        found = renderers.get(memo)
+        if found is not None:
+            return found
+        version = str(record.value_version)
+        head = '{"version":' + (encode_basestring(version) if dump_log else version) + ',"data":'
+        layout = _layout_version(record)
+        flexible = _flexible(record)
+        plain = compiler.prefixed(cls, layout, flexible, False, head, "}}")
+        if not (dump_log and issubclass(cls, GroupMetadataValue)):
+            renderers[memo] = plain
+            return plain
+        # dump-log decodes the consumer-protocol blobs of "consumer" groups
+        consumer = compiler.prefixed(cls, layout, flexible, True, head, "}}")
+
+        def group_metadata(value: GroupMetadataValue, text: str) -> str:
+            if value.protocol_type == "consumer":
+                return consumer(value, text)
+            return plain(value, text)
+
+        renderers[memo] = group_metadata
+        return group_metadata
+
+    dump_keys: dict[int, list[Any]] = {}
+    console_keys: dict[int, list[Any]] = {}
+
+    def dump_log_text(record: AnyRecord) -> str:
+        key = record.key
+        key_type = record.key_type
+        entry = dump_keys.get(id(key))
+        if entry is None or entry[0] is not key or entry[1] != key_type:
+            # an UnknownRecord's key (bytes) is never cached: it always comes this way
+            if not isinstance(record, Record):
+                message = _unknown_message(record)
+                return '{"key":' + encode_basestring(message) + ',"payload":null}'
+            head = '{"key":{"type":' + encode_basestring(str(key_type)) + ',"data":'
+            entry = new_entry(dump_keys, record, head, '"payload":')
+        if TYPE_CHECKING:  # a cached key belongs to a Record (see above)
+            assert isinstance(record, Record)
+        value = record.value
+        if value is None:
+            text: str = entry[2]
+            return text + '"<DELETE>"}'
+        version = record.value_version
+        if value.__class__ is not entry[3] or version != entry[4]:
+            entry[5] = value_renderer(record, True)
+            entry[3] = value.__class__
+            entry[4] = version
+        render: PrefixedRenderer = entry[5]
+        return render(value, entry[2])
+
+    def console_text(record: AnyRecord) -> str | None:
+        if not isinstance(record, Record) or record.key_type not in _CONSOLE_TYPES:
+            return None
+        key = record.key
+        key_type = record.key_type
+        entry = console_keys.get(id(key))
+        if entry is None or entry[0] is not key or entry[1] != key_type:
+            head = '{"key":{"type":' + str(key_type) + ',"data":'
+            entry = new_entry(console_keys, record, head, '"value":')
+        value = record.value
+        if value is None:
+            text: str = entry[2]
+            return text + "null}"
+        version = record.value_version
+        assert version is not None
+        if version > _CONSOLE_MAX_VERSION:
+            text = entry[2]
+            return text + '{"version":' + str(version) + ',"data":"unknown"}}'
+        if value.__class__ is not entry[3] or version != entry[4]:
+            entry[5] = value_renderer(record, False)
+            entry[3] = value.__class__
+            entry[4] = version
+        render: PrefixedRenderer = entry[5]
+        return render(value, entry[2])
+
+    return dump_log_text, console_text

@@ -467,16 +467,12 @@ def _renderer(fmt: str) -> Render:
 
         return canonical_line
     kafka = KafkaJson()
+    # text straight from the records: the same lines as dumps(kafka.dump_log(record)) etc.
     if fmt == "dump-log":
-        dump_log = kafka.dump_log
-        return lambda record, status: dumps(dump_log(record))
-    console = kafka.console
-
-    def console_line(record: Any, status: str | None) -> str | None:
-        rendered = console(record)
-        return None if rendered is None else dumps(rendered)
-
-    return console_line
+        dump_log_text = kafka.dump_log_text
+        return lambda record, status: dump_log_text(record)
+    console_text = kafka.console_text
+    return lambda record, status: console_text(record)
 
 
 def _error_line(message: str) -> str:
