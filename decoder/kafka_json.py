@@ -26,7 +26,7 @@ from binascii import b2a_base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from decoder.consumer_protocol import (
     ConsumerProtocol,
@@ -182,8 +182,8 @@ class KafkaJson:
 
 # -- text rendering --------------------------------------------------------------------------
 
-#: key texts kept per renderer; the codec keeps as many decoded key objects (both caches are
-#: cleared wholesale when full)
+#: key texts kept per key type and renderer; the codec keeps as many decoded key objects
+#: (both caches are cleared wholesale when full)
 KEY_TEXT_CACHE_SIZE: Final = 200_000
 
 #: struct -> its JSON text
@@ -383,45 +383,49 @@ class _TextCompiler:
         return f'{{"null" if {x} is None else {text}}}'
 
 
-def _text_renderers(
-    protocol: ConsumerProtocol,
-) -> tuple[Callable[[AnyRecord], str], Callable[[AnyRecord], str | None]]:
-    """(dump_log_text, console_text): closures sharing one compiler.
+class _LineCache:
+    """What one renderer keeps per key type.
 
-    Per key object they keep `[key, key type, the line up to the value, value class, value
-    version, value renderer]` under `id(key)` (the entry holds the key, so its id cannot be
-    reused while cached); the renderer is looked up again only when the key's records change
-    class or version.
+    `texts`: `id(key)` -> the line up to its value (`{"key":{...},"payload":`); `keys` keeps
+    those key objects alive, so no other object can take one of their ids while cached (the
+    codec hands out one object per distinct key; both are cleared when full). The value
+    renderer of the class and version seen last is kept aside: a commit stream is one layout.
     """
-    compiler = _TextCompiler(protocol)
 
-    def new_entry(cache: dict[int, list[Any]], record: Record, head: str, tail: str) -> list[Any]:
-        if len(cache) >= KEY_TEXT_CACHE_SIZE:
-            cache.clear()
-        key = record.key
-        text = compiler.prefixed(type(key), 0, False, False, head, "}," + tail)(key, "")
-        entry = cache[id(key)] = [key, record.key_type, text, None, None, None]
-        return entry
+    __slots__ = ("keys", "render", "renderers", "texts", "value_class", "value_version")
 
-    renderers: dict[tuple[type, int, int | None, bool], PrefixedRenderer] = {}
+    def __init__(self) -> None:
+        self.texts: dict[int, str] = {}
+        self.keys: list[Any] = []
+        self.renderers: dict[tuple[type, int | None], PrefixedRenderer] = {}
+        self.value_class: type | None = None
+        self.value_version: int | None = None
+        self.render: PrefixedRenderer | None = None
 
-    def value_renderer(record: Record, dump_log: bool) -> PrefixedRenderer:
+
+def _line_renderer(compiler: _TextCompiler, dump_log: bool) -> Callable[[AnyRecord], str | None]:
+    """dump-log (`dump_log`) or console lines: `dumps(KafkaJson.dump_log/console(record))`."""
+    caches: dict[int, _LineCache] = {}
+    key_tail = '},"payload":' if dump_log else '},"value":'
+    tombstone = '"<DELETE>"}' if dump_log else "null}"
+
+    def value_renderer(record: Record) -> PrefixedRenderer:
         """Renders `text + '{"version":V,"data":' + <the value's JSON> + "}}"` for
         `(value, text)`: V a JSON string for dump-log, a number for the console."""
         value = record.value
         assert value is not None
+        version = record.value_version
+        assert version is not None
+        if not dump_log and version > _CONSOLE_MAX_VERSION:
+            unknown = '{"version":' + str(version) + ',"data":"unknown"}}'
+            return lambda value, text: text + unknown
+        number = str(version)
+        head = '{"version":' + (encode_basestring(number) if dump_log else number) + ',"data":'
         cls = type(value)
-        memo = (cls, record.key_type, record.value_version, dump_log)
-        found = renderers.get(memo)
-        if found is not None:
-            return found
-        version = str(record.value_version)
-        head = '{"version":' + (encode_basestring(version) if dump_log else version) + ',"data":'
         layout = _layout_version(record)
         flexible = _flexible(record)
         plain = compiler.prefixed(cls, layout, flexible, False, head, "}}")
         if not (dump_log and issubclass(cls, GroupMetadataValue)):
-            renderers[memo] = plain
             return plain
         # dump-log decodes the consumer-protocol blobs of "consumer" groups
         consumer = compiler.prefixed(cls, layout, flexible, True, head, "}}")
@@ -431,60 +435,68 @@ def _text_renderers(
                 return consumer(value, text)
             return plain(value, text)
 
-        renderers[memo] = group_metadata
         return group_metadata
 
-    dump_keys: dict[int, list[Any]] = {}
-    console_keys: dict[int, list[Any]] = {}
-
-    def dump_log_text(record: AnyRecord) -> str:
-        key = record.key
-        key_type = record.key_type
-        entry = dump_keys.get(id(key))
-        if entry is None or entry[0] is not key or entry[1] != key_type:
-            # an UnknownRecord's key (bytes) is never cached: it always comes this way
-            if not isinstance(record, Record):
+    def slow(record: AnyRecord) -> str | None:
+        """Any record: fills the caches `fast` reads."""
+        if not isinstance(record, Record):
+            if dump_log:
                 message = _unknown_message(record)
                 return '{"key":' + encode_basestring(message) + ',"payload":null}'
-            head = '{"key":{"type":' + encode_basestring(str(key_type)) + ',"data":'
-            entry = new_entry(dump_keys, record, head, '"payload":')
-        if TYPE_CHECKING:  # a cached key belongs to a Record (see above)
-            assert isinstance(record, Record)
-        value = record.value
-        if value is None:
-            text: str = entry[2]
-            return text + '"<DELETE>"}'
-        version = record.value_version
-        if value.__class__ is not entry[3] or version != entry[4]:
-            entry[5] = value_renderer(record, True)
-            entry[3] = value.__class__
-            entry[4] = version
-        render: PrefixedRenderer = entry[5]
-        return render(value, entry[2])
-
-    def console_text(record: AnyRecord) -> str | None:
-        if not isinstance(record, Record) or record.key_type not in _CONSOLE_TYPES:
             return None
-        key = record.key
         key_type = record.key_type
-        entry = console_keys.get(id(key))
-        if entry is None or entry[0] is not key or entry[1] != key_type:
-            head = '{"key":{"type":' + str(key_type) + ',"data":'
-            entry = new_entry(console_keys, record, head, '"value":')
+        if not dump_log and key_type not in _CONSOLE_TYPES:
+            return None
+        cache = caches.get(key_type)
+        if cache is None:
+            cache = caches[key_type] = _LineCache()
+        key = record.key
+        text = cache.texts.get(id(key))
+        if text is None:
+            if len(cache.texts) >= KEY_TEXT_CACHE_SIZE:
+                cache.texts.clear()
+                cache.keys.clear()
+            number = str(key_type)
+            head = '{"key":{"type":' + (encode_basestring(number) if dump_log else number)
+            render_key = compiler.prefixed(type(key), 0, False, False, head + ',"data":', key_tail)
+            text = cache.texts[id(key)] = render_key(key, "")
+            cache.keys.append(key)
         value = record.value
         if value is None:
-            text: str = entry[2]
-            return text + "null}"
-        version = record.value_version
-        assert version is not None
-        if version > _CONSOLE_MAX_VERSION:
-            text = entry[2]
-            return text + '{"version":' + str(version) + ',"data":"unknown"}}'
-        if value.__class__ is not entry[3] or version != entry[4]:
-            entry[5] = value_renderer(record, False)
-            entry[3] = value.__class__
-            entry[4] = version
-        render: PrefixedRenderer = entry[5]
-        return render(value, entry[2])
+            return text + tombstone
+        memo = (value.__class__, record.value_version)
+        render = cache.renderers.get(memo)
+        if render is None:
+            render = cache.renderers[memo] = value_renderer(record)
+        cache.value_class, cache.value_version, cache.render = (*memo, render)
+        return render(value, text)
 
-    return dump_log_text, console_text
+    def fast(record: AnyRecord) -> str | None:
+        cache = caches.get(record.key_type)
+        if cache is not None:
+            # an UnknownRecord's key (bytes) is never cached: it goes the slow way
+            text = cache.texts.get(id(record.key))
+            if text is not None:
+                if TYPE_CHECKING:
+                    assert isinstance(record, Record) and cache.render is not None
+                value = record.value
+                if value is None:
+                    return text + tombstone
+                if (
+                    value.__class__ is cache.value_class
+                    and record.value_version == cache.value_version
+                ):
+                    return cache.render(value, text)
+        return slow(record)
+
+    return fast
+
+
+def _text_renderers(
+    protocol: ConsumerProtocol,
+) -> tuple[Callable[[AnyRecord], str], Callable[[AnyRecord], str | None]]:
+    """(dump_log_text, console_text), sharing one compiler."""
+    compiler = _TextCompiler(protocol)
+    # never None for dump-log (every record has a line)
+    dump_log_text = cast(Callable[[AnyRecord], str], _line_renderer(compiler, True))
+    return dump_log_text, _line_renderer(compiler, False)

@@ -182,7 +182,11 @@ def test_one_key_object_under_two_key_types_and_versions() -> None:
         Record(1, key, 4, v4),
         Record(1, key, None, None),
         Record(1, key, 3, v3),
+        Record(1, key, 5, v4),  # newer than known: console prints "unknown"
+        Record(1, key, 3, v3),
         Record(1, OffsetCommitKey("g", "t", 0), 3, v3),  # equal key, another object
+        UnknownRecord(1, b"\x00\x01", None, 0, 5),  # a known type's number, by hand
+        Record(1, key, 4, v4),
     ):
         assert_same(kafka, record)
 
