@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from itertools import compress
+from typing import Any, Final
 
 from exporter.group_views import GroupView, GroupViews
 from exporter.lag import LogEndHistory, lag_seconds
@@ -136,22 +138,28 @@ class SnapshotBuilder:
         last_commit = NEVER
         window_commits = 0
         statuses: list[Status] = []
+        topic_ok = self.filters.topic_ok
         for topic, table in sorted(group.topics.items()):
-            if not self.filters.topic_ok(topic):
+            if not topic_ok(topic):
                 continue
             rows = self._topic(topic, table, histories, now_ms, live)
             topics.append(rows)
-            for i in range(len(rows)):
-                if rows.lag[i] > 0:
-                    total_lag += rows.lag[i]
-                seconds = rows.lag_seconds[i]
-                if not math.isnan(seconds) and seconds > max_lag_s:
+            if not len(rows):
+                continue
+            total_lag += sum([lag for lag in rows.lag if lag > 0])
+            # NaN (unknown) is never greater: no isnan() needed
+            for seconds in rows.lag_seconds:
+                if seconds > max_lag_s:
                     max_lag_s = seconds
-                if rows.commit_ts[i] > last_commit:
-                    last_commit = rows.commit_ts[i]
-                statuses.append(Status(rows.status[i]))
-            for p in rows.partitions:
-                window_commits += table.window_commits[p]
+            newest = max(rows.commit_ts)
+            if newest > last_commit:
+                last_commit = newest
+            statuses += map(_STATUS_OF.__getitem__, rows.status)
+            if len(rows) == len(table.present):  # every slot: no gather needed
+                window_commits += sum(table.window_commits)
+            else:
+                counts = table.window_commits
+                window_commits += sum([counts[p] for p in rows.partitions])
         window_s = self.status_config.window_ms / 1000
         return GroupSnapshot(
             view=view,
@@ -173,42 +181,84 @@ class SnapshotBuilder:
         live: bool,
     ) -> TopicRows:
         cfg = self.status_config
-        partitions = array("q")
-        committed = array("q")
-        epochs = array("i")
-        commit_ts = array("q")
-        log_end = array("q")
-        lags = array("q")
-        lag_s = array("d")
-        status = bytearray()
-        metadata = []
-        for p in table.partitions():
-            offset = table.committed[p]
-            partitions.append(p)
-            committed.append(offset)
-            epochs.append(table.leader_epoch[p])
-            commit_ts.append(table.commit_ts[p])
-            metadata.append(table.metadata_of(p))
-            history = histories.get((topic, p))
+        present = table.present
+        size = len(present)
+        committed_all = table.committed
+        commit_ts_all = table.commit_ts
+        window_offset = table.window_offset
+        window_ts = table.window_ts
+        window_commits = table.window_commits
+        rewind_ts = table.rewind_ts
+        # Columns are gathered in C: slices when every slot is committed (the usual case),
+        # else one comprehension per column over the committed partition numbers.
+        if present.count(1) == size:
+            numbers: Sequence[int] = range(size)
+            partitions = array("q", numbers)
+            committed = committed_all[:]
+            epochs = table.leader_epoch[:]
+            commit_ts = commit_ts_all[:]
+            metadata = ("",) * size if table.metadata is None else tuple(table.metadata)
+        else:
+            numbers = list(compress(range(size), present))
+            partitions = array("q", numbers)
+            committed = array("q", [committed_all[p] for p in numbers])
+            epoch_all = table.leader_epoch
+            epochs = array("i", [epoch_all[p] for p in numbers])
+            commit_ts = array("q", [commit_ts_all[p] for p in numbers])
+            metadata_all = table.metadata
+            metadata = (
+                ("",) * len(numbers)
+                if metadata_all is None
+                else tuple([metadata_all[p] for p in numbers])
+            )
+        n = len(numbers)
+        log_end = array("q", _UNKNOWN_Q * n)
+        lags = array("q", _UNKNOWN_Q * n)
+        lag_s = array("d", _NAN_D * n)
+        status = bytearray(n)
+        evaluate = evaluate_partition
+        get_history = histories.get
+        for i, p in enumerate(numbers):
+            offset = committed[i]
+            rewind = rewind_ts[p]
+            history = get_history((topic, p))
             latest = history.latest() if history is not None else None
             if history is None or latest is None:
-                log_end.append(UNKNOWN)
-                lags.append(UNKNOWN)
-                lag_s.append(math.nan)
-                window = _window(table, p, None, None, None, None, live)
-                status.append(evaluate_partition(window, now_ms, cfg))
+                window = _window(
+                    offset,
+                    commit_ts[i],
+                    window_offset[p],
+                    window_ts[p],
+                    window_commits[p],
+                    None if rewind == NEVER else rewind,
+                    None,
+                    None,
+                    None,
+                    live,
+                    None,
+                )
+                status[i] = evaluate(window, now_ms, cfg)
                 continue
             sampled_at, end = latest
-            lag = max(0, end - offset)
-            log_end.append(end)
-            lags.append(lag)
-            lag_s.append(lag_seconds(history, offset, now_ms).seconds)
-            start_end = history.log_end_at(table.window_ts[p])
-            start_lag = None if start_end is None else max(0, start_end - table.window_offset[p])
+            log_end[i] = end
+            lags[i] = max(0, end - offset)
+            lag_s[i] = lag_seconds(history, offset, now_ms).seconds
+            start_end = history.log_end_at(window_ts[p])
+            start_lag = None if start_end is None else max(0, start_end - window_offset[p])
             window = _window(
-                table, p, end, sampled_at, start_lag, history.unchanged_since_ms(), live
+                offset,
+                commit_ts[i],
+                window_offset[p],
+                window_ts[p],
+                window_commits[p],
+                None if rewind == NEVER else rewind,
+                end,
+                start_lag,
+                history.unchanged_since_ms(),
+                live,
+                sampled_at,
             )
-            status.append(evaluate_partition(window, now_ms, cfg))
+            status[i] = evaluate(window, now_ms, cfg)
         return TopicRows(
             topic,
             partitions,
@@ -219,30 +269,79 @@ class SnapshotBuilder:
             lags,
             lag_s,
             bytes(status),
-            tuple(metadata),
+            metadata,
         )
 
 
-def _window(
-    table: PartitionTable,
-    p: int,
-    log_end: int | None,
-    sampled_at: int | None,
-    start_lag: int | None,
-    unchanged_since: int | None,
-    live: bool,
+#: Status by its value (the status column holds values)
+_STATUS_OF: Final = {status.value: status for status in Status}
+#: an UNKNOWN int64 and a NaN double, as array items, to build columns with one allocation
+_UNKNOWN_Q: Final = array("q", [UNKNOWN])
+_NAN_D: Final = array("d", [math.nan])
+
+
+class _WindowSlots:
+    """`PartitionWindow`'s slots without its frozen `__setattr__`.
+
+    A frozen dataclass sets each field through `object.__setattr__` in `__init__` (~2 us for
+    eleven fields); a snapshot builds one window per partition. `_window` fills these plain
+    slots and then switches the object's class: the result is the same `PartitionWindow`
+    (equal, hashable, frozen from then on) for about a tenth of the cost.
+    """
+
+    __slots__ = PartitionWindow.__slots__
+
+
+#: the fields `_window` sets, in PartitionWindow's order; anything else means "use __init__"
+_WINDOW_FIELDS: Final = (
+    "committed_offset",
+    "commit_time_ms",
+    "window_first_offset",
+    "window_first_commit_time_ms",
+    "commits_in_window",
+    "last_rewind_time_ms",
+    "log_end_offset",
+    "lag_at_window_start",
+    "log_end_unchanged_since_ms",
+    "group_is_live",
+    "log_end_time_ms",
+)
+
+
+def _fast_window(
+    committed_offset: int,
+    commit_time_ms: int,
+    window_first_offset: int,
+    window_first_commit_time_ms: int,
+    commits_in_window: int,
+    last_rewind_time_ms: int | None,
+    log_end_offset: int | None,
+    lag_at_window_start: int | None,
+    log_end_unchanged_since_ms: int | None,
+    group_is_live: bool,
+    log_end_time_ms: int | None,
 ) -> PartitionWindow:
-    rewind = table.rewind_ts[p]
-    return PartitionWindow(
-        committed_offset=table.committed[p],
-        commit_time_ms=table.commit_ts[p],
-        window_first_offset=table.window_offset[p],
-        window_first_commit_time_ms=table.window_ts[p],
-        commits_in_window=table.window_commits[p],
-        last_rewind_time_ms=None if rewind == NEVER else rewind,
-        log_end_offset=log_end,
-        lag_at_window_start=start_lag,
-        log_end_unchanged_since_ms=unchanged_since,
-        group_is_live=live,
-        log_end_time_ms=sampled_at,
-    )
+    w: Any = _new(_WindowSlots)
+    w.committed_offset = committed_offset
+    w.commit_time_ms = commit_time_ms
+    w.window_first_offset = window_first_offset
+    w.window_first_commit_time_ms = window_first_commit_time_ms
+    w.commits_in_window = commits_in_window
+    w.last_rewind_time_ms = last_rewind_time_ms
+    w.log_end_offset = log_end_offset
+    w.lag_at_window_start = lag_at_window_start
+    w.log_end_unchanged_since_ms = log_end_unchanged_since_ms
+    w.group_is_live = group_is_live
+    w.log_end_time_ms = log_end_time_ms
+    w.__class__ = PartitionWindow
+    window: PartitionWindow = w
+    return window
+
+
+_new: Final[Any] = object.__new__
+#: positional PartitionWindow(...) in field order; the fast path while the fields are the same
+_window: Final[Callable[..., PartitionWindow]] = (
+    _fast_window
+    if PartitionWindow.__slots__ == _WINDOW_FIELDS and not hasattr(PartitionWindow, "__post_init__")
+    else PartitionWindow
+)

@@ -16,8 +16,9 @@ gone, and so are its metric series.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Final
 
 from decoder.canonical import group_of
@@ -37,6 +38,8 @@ _CLASSIC_TYPE: Final = 2
 _CONSUMER_TYPES: Final = frozenset({3, 4, 5, 6, 7, 8, 16})
 _SHARE_TYPES: Final = frozenset(range(9, 16))
 _STREAMS_TYPES: Final = frozenset(range(17, 25))
+#: one NEVER as the raw bytes of an array("q") item
+_NEVER_Q: Final = array("q", [NEVER]).tobytes()
 
 
 class PartitionTable:
@@ -73,21 +76,25 @@ class PartitionTable:
     def _grow(self, size: int) -> None:
         extra = size - len(self.present)
         self.present.extend(bytes(extra))
+        # appended as raw bytes: one allocation per column instead of a list of ints
+        zeros8, never8 = bytes(8 * extra), _NEVER_Q * extra
         for column in (self.committed, self.commit_ts, self.window_offset, self.window_ts):
-            column.extend([0] * extra)
+            column.frombytes(zeros8)
+        zeros4 = bytes(4 * extra)
         for column32 in (self.leader_epoch, self.window_commits):
-            column32.extend([0] * extra)
+            column32.frombytes(zeros4)
         for column_ts in (self.rewind_ts, self.move_ts):
-            column_ts.extend([NEVER] * extra)
+            column_ts.frombytes(never8)
         if self.metadata is not None:
             self.metadata.extend([""] * extra)
 
     def commit(self, partition: int, value: OffsetCommitValue) -> None:
-        if partition >= len(self.present):
+        present = self.present
+        if partition >= len(present):
             self._grow(partition + 1)
         offset = value.offset
         ts = value.commit_timestamp
-        if self.present[partition]:
+        if present[partition]:
             previous = self.committed[partition]
             if offset < previous:
                 self.rewind_ts[partition] = ts
@@ -95,7 +102,7 @@ class PartitionTable:
                 self.move_ts[partition] = ts
             self.window_commits[partition] += 1
         else:
-            self.present[partition] = 1
+            present[partition] = 1
             self.window_offset[partition] = offset
             self.window_ts[partition] = ts
             self.window_commits[partition] = 1
@@ -107,7 +114,7 @@ class PartitionTable:
         metadata = value.metadata
         if metadata or self.metadata is not None:
             if self.metadata is None:
-                self.metadata = [""] * len(self.present)
+                self.metadata = [""] * len(present)
             self.metadata[partition] = metadata
 
     def delete(self, partition: int) -> None:
@@ -119,7 +126,7 @@ class PartitionTable:
 
     def partitions(self) -> Iterator[int]:
         present = self.present
-        return (p for p in range(len(present)) if present[p])
+        return compress(range(len(present)), present)
 
     def metadata_of(self, partition: int) -> str:
         return self.metadata[partition] if self.metadata is not None else ""
@@ -131,10 +138,10 @@ class PartitionTable:
         five numbers per partition instead of a commit history; the evaluator compares the
         current state with the window start.
         """
-        present = self.present
         window_ts = self.window_ts
-        for p in range(len(present)):
-            if present[p] and now_ms - window_ts[p] >= window_ms:
+        stale = now_ms - window_ms  # a window that started at or before this one rolls
+        for p in self.partitions():
+            if window_ts[p] <= stale:
                 self.window_offset[p] = self.committed[p]
                 window_ts[p] = now_ms
                 self.window_commits[p] = 0
@@ -218,6 +225,58 @@ class OffsetState:
         group.records[slot] = record
         group.last_record_ts = max(group.last_record_ts, record.timestamp)
 
+    def apply_many(self, records: Iterable[Record]) -> None:
+        """`apply` every record in order: the same state and counters, faster for commits.
+
+        Offset commits come in runs: a group's commit request is written as consecutive
+        records, one per partition, topic by topic. While only commits are applied, the
+        group and table of the previous commit are kept, so a run costs one comparison of
+        (group, topic) per record instead of two dict lookups, and the commit counters are
+        added once at the end. Anything else (tombstones, group records) goes through
+        `apply` and forgets the cached table, since it may delete tables and groups.
+        `records` may be a generator that does more work between two records: nothing may
+        change the state meanwhile except through this call.
+        """
+        groups = self.groups
+        apply = self.apply
+        commit_types = _OFFSET_COMMIT_TYPES
+        new_group = GroupState
+        new_table = PartitionTable
+        last_group_id = last_topic = ""
+        group: GroupState | None = None
+        table: PartitionTable | None = None
+        commits = 0
+        try:
+            for record in records:
+                value = record.value
+                if value is None or record.key_type not in commit_types:
+                    table = None
+                    apply(record)
+                    continue
+                key: OffsetCommitKey = record.key  # type: ignore[assignment]
+                group_id = key.group
+                topic = key.topic
+                if table is None or topic != last_topic or group_id != last_group_id:
+                    group = groups.get(group_id)
+                    if group is None:
+                        group = groups[group_id] = new_group(group_id)
+                    table = group.topics.get(topic)
+                    if table is None:
+                        table = group.topics[topic] = new_table()
+                    last_group_id = group_id
+                    last_topic = topic
+                table.commit(key.partition, value)  # type: ignore[arg-type]
+                assert group is not None
+                group.commits_total += 1
+                timestamp = record.timestamp
+                if timestamp > group.last_record_ts:
+                    group.last_record_ts = timestamp
+                commits += 1
+        finally:
+            counters = self.counters
+            counters.records += commits
+            counters.commits += commits
+
     def _apply_commit(self, key: OffsetCommitKey, record: Record) -> None:
         group = self.groups.get(key.group)
         value = record.value
@@ -254,9 +313,10 @@ class OffsetState:
     def tracked_partitions(self) -> set[tuple[str, int]]:
         """Every data topic-partition some group has committed to (what the sampler reads)."""
         tracked: set[tuple[str, int]] = set()
+        add_all = tracked.update
         for group in self.groups.values():
             for topic, table in group.topics.items():
-                tracked.update((topic, p) for p in table.partitions())
+                add_all(zip(repeat(topic), table.partitions()))
         return tracked
 
     def tracked_count(self) -> int:
