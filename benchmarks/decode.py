@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decoder.codec import Codec
+from decoder.codec import Codec, speedups_status
 from decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
@@ -919,6 +919,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{runs} runs (baseline {base_runs}).\n"
     )
     print_table(rows)
+    active, why = speedups_status()
+    print(
+        "\nC accelerator (decoder._speedups): "
+        + ("active" if active else f"NOT active, pure-Python path measured ({why})")
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     met = sum(1 for r in rows if r.met)
     total = sum(1 for r in rows if r.met is not None)

@@ -10,19 +10,43 @@ empty metadata under a handful of repeating keys. Decoded keys are cached; such 
 read with one `struct` call, checked (version 3, metadata length 0, 24 bytes) and built
 without the generic reader; `Record` and the value are built through `codegen.builder_for`
 builders (plain slot stores, then `__class__` assignment) instead of the frozen `__init__`.
+
+C accelerator: when the optional extension `decoder._speedups` (decoder/_speedups.c, built by
+`pip install`, see setup.py) is importable and reads the layouts this module checks it
+against, `decode`/`decode_many` go through it first. It covers offset commits (key types 0/1:
+key decoding into the same key cache, values v0-v3), classic group metadata values v0-v3
+(type 2) and tombstones, and builds the very same frozen dataclass instances; for anything
+else or unusual (flexible versions, bad lengths, invalid UTF-8, ...) it hands the record to
+the pure-Python path below, which stays the reference and the only source of DecodeError.
+`Codec(accelerate=False)` or OFFSETWATCH_NO_SPEEDUPS=1 turns it off;
+tests/decoder/test_speedups.py checks both paths give identical results and errors.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from decoder.codegen import Compiler, EncodeError, Reader, Writer, builder_for
 from decoder.errors import DecodeError
 from decoder.layout import NO_TAGS, VERSION_MAX, Kind, field_layouts
-from decoder.records import AnyRecord, Key, OffsetCommitValue, Record, UnknownRecord, Value
+from decoder.records import (
+    AnyRecord,
+    GroupMetadataValue,
+    Key,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    UnknownRecord,
+    Value,
+)
 from decoder.registry import RECORD_TYPES, RecordType
 
 _I16: Final = struct.Struct(">h")
@@ -81,6 +105,164 @@ _TOPIC_ID_DEFAULT: Final = "" if _COMMIT_V3_DEFAULTS is None else _COMMIT_V3_DEF
 _COMMIT_FAST_MAX_TYPE: Final = -1 if _COMMIT_V3_DEFAULTS is None else 1
 
 
+# -- the optional C accelerator ------------------------------------------------------------
+
+#: environment variable that turns the C accelerator off (`1`, `true` or `yes`)
+NO_SPEEDUPS_ENV: Final = "OFFSETWATCH_NO_SPEEDUPS"
+
+_STR, _BYTES, _I32, _I64, _ARR = Kind.STRING, Kind.BYTES, Kind.INT32, Kind.INT64, Kind.ARRAY
+#: what decoder/_speedups.c reads, field by field (name, kind, nullable), per class and
+#: (non-flexible) version; it is only used when the layouts say exactly the same
+_COMMIT_V0: Final = [
+    ("offset", _I64, False),
+    ("metadata", _STR, False),
+    ("commit_timestamp", _I64, False),
+]
+_GROUP_V0: Final = [
+    ("protocol_type", _STR, False),
+    ("generation", _I32, False),
+    ("protocol", _STR, True),
+    ("leader", _STR, True),
+]
+_MEMBER_V0: Final = [
+    ("member_id", _STR, False),
+    ("client_id", _STR, False),
+    ("client_host", _STR, False),
+]
+_MEMBER_END: Final = [
+    ("session_timeout", _I32, False),
+    ("subscription", _BYTES, False),
+    ("assignment", _BYTES, False),
+]
+_C_LAYOUTS: Final[dict[type, dict[int, list[tuple[str, Kind, bool]]]]] = {
+    OffsetCommitKey: {
+        0: [("group", _STR, False), ("topic", _STR, False), ("partition", _I32, False)]
+    },
+    OffsetCommitValue: {
+        0: _COMMIT_V0,
+        1: [*_COMMIT_V0, ("expire_timestamp", _I64, False)],
+        2: _COMMIT_V0,
+        3: [
+            ("offset", _I64, False),
+            ("leader_epoch", _I32, False),
+            ("metadata", _STR, False),
+            ("commit_timestamp", _I64, False),
+        ],
+    },
+    GroupMetadataValue: {
+        0: [*_GROUP_V0, ("members", _ARR, False)],
+        1: [*_GROUP_V0, ("members", _ARR, False)],
+        2: [*_GROUP_V0, ("current_state_timestamp", _I64, False), ("members", _ARR, False)],
+        3: [*_GROUP_V0, ("current_state_timestamp", _I64, False), ("members", _ARR, False)],
+    },
+    MemberMetadata: {
+        0: [*_MEMBER_V0, *_MEMBER_END],
+        1: [*_MEMBER_V0, ("rebalance_timeout", _I32, False), *_MEMBER_END],
+        2: [*_MEMBER_V0, ("rebalance_timeout", _I32, False), *_MEMBER_END],
+        3: [
+            _MEMBER_V0[0],
+            ("group_instance_id", _STR, True),
+            *_MEMBER_V0[1:],
+            ("rebalance_timeout", _I32, False),
+            *_MEMBER_END,
+        ],
+    },
+}
+
+
+def _layouts_match_speedups() -> bool:
+    """The layouts and the registry are what decoder/_speedups.c reads (else it stays off)."""
+    for cls, versions in _C_LAYOUTS.items():
+        fields = field_layouts(cls)
+        for version, expected in versions.items():
+            present = [
+                (f.name, f.wire.kind, version in f.wire.nullable)
+                for f in fields
+                if version in f.wire.versions
+            ]
+            if present != expected:
+                return False
+    members = next(f for f in field_layouts(GroupMetadataValue) if f.name == "members")
+    if members.wire.item is not MemberMetadata:
+        return False
+    for key_type, key_class, value_class in (
+        (0, OffsetCommitKey, OffsetCommitValue),
+        (1, OffsetCommitKey, OffsetCommitValue),
+        (2, None, GroupMetadataValue),
+    ):
+        rtype = RECORD_TYPES.get(key_type)
+        if rtype is None or rtype.value_classes != (value_class,):
+            return False
+        if key_class is not None and rtype.key_class is not key_class:
+            return False
+        if not all(version in rtype.value_versions for version in range(4)):
+            return False
+        if rtype.flexible_from is not None and rtype.flexible_from <= 3:
+            return False
+    return True
+
+
+def _default(cls: type, name: str) -> Any:
+    return next(f.wire.default for f in field_layouts(cls) if f.name == name)
+
+
+def configure_speedups(module: Any) -> None:
+    """Hand decoder._speedups the classes it builds and the defaults of absent fields."""
+    module.configure(
+        Record,
+        OffsetCommitKey,
+        OffsetCommitValue,
+        MemberMetadata,
+        GroupMetadataValue,
+        NO_TAGS,
+        _default(OffsetCommitValue, "leader_epoch"),
+        _default(OffsetCommitValue, "expire_timestamp"),
+        _default(OffsetCommitValue, "topic_id"),
+        _default(MemberMetadata, "group_instance_id"),
+        _default(MemberMetadata, "rebalance_timeout"),
+        _default(GroupMetadataValue, "current_state_timestamp"),
+    )
+
+
+def _load_speedups() -> tuple[Any, str]:
+    """(the configured decoder._speedups module or None, why it is not used)."""
+    try:
+        module = importlib.import_module("decoder._speedups")
+    except ImportError as error:
+        return None, f"decoder._speedups is not built ({error})"
+    source = Path(__file__).with_name("_speedups.c")
+    if source.exists():  # a source checkout: the build must be of this very source
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        if getattr(module, "SOURCE_SHA256", None) != digest:
+            return None, (
+                f"decoder._speedups was built from another version of {source.name}: "
+                "run `pip install -e .` again"
+            )
+    if not _layouts_match_speedups():
+        return None, "the record layouts differ from what decoder/_speedups.c reads"
+    try:
+        configure_speedups(module)
+    except (TypeError, AttributeError) as error:  # pragma: no cover - classes changed shape
+        return None, f"decoder._speedups cannot build these classes ({error})"
+    return module, ""
+
+
+_SPEEDUPS, _SPEEDUPS_MISSING = _load_speedups()
+
+
+def speedups_disabled_by_environment() -> bool:
+    return os.environ.get(NO_SPEEDUPS_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def speedups_status() -> tuple[bool, str]:
+    """(whether a new `Codec()` uses the C accelerator, why not when it does not)."""
+    if _SPEEDUPS is None:
+        return False, _SPEEDUPS_MISSING
+    if speedups_disabled_by_environment():
+        return False, f"disabled by {NO_SPEEDUPS_ENV}"
+    return True, ""
+
+
 @dataclass(frozen=True, slots=True)
 class _TypeCodec:
     rtype: RecordType
@@ -118,16 +300,30 @@ class Codec:
     """
 
     key_cache_size: int = _DEFAULT_KEY_CACHE
+    #: decode through the C accelerator when it is built (read once, at construction;
+    #: OFFSETWATCH_NO_SPEEDUPS=1 in the environment has the effect of False)
+    accelerate: bool = True
     _compiler: Compiler = field(default_factory=Compiler)
     _types: dict[int, _TypeCodec] = field(default_factory=dict)
     #: key bytes -> decoded key (only keys of known types, 0..255, are cached)
     _key_cache: dict[bytes | None, Key] = field(default_factory=dict)
+    #: decoder._speedups.decode / decode_many, None on the pure-Python path
+    _fast: Any = field(default=None, init=False, repr=False, compare=False)
+    _fast_many: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for key_type, rtype in RECORD_TYPES.items():
             if not 0 <= key_type <= 0xFF:  # pragma: no cover - the cache relies on it
                 raise ValueError(f"key type {key_type} does not fit the key cache")
             self._types[key_type] = _build(self._compiler, rtype)
+        if self.accelerate and _SPEEDUPS is not None and not speedups_disabled_by_environment():
+            self._fast = _SPEEDUPS.decode
+            self._fast_many = _SPEEDUPS.decode_many
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether this codec decodes through the C accelerator (decoder._speedups)."""
+        return self._fast is not None
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -140,6 +336,29 @@ class Codec:
         timestamp: int = -1,
     ) -> AnyRecord:
         """Decode one record; raises DecodeError (located at partition/offset) for bad bytes."""
+        fast = self._fast
+        if fast is not None:
+            record: AnyRecord | None = fast(
+                self._key_cache, self.key_cache_size, key, value, partition, offset, timestamp
+            )
+            if record is not None:
+                return record
+        return self._decode_python(key, value, partition, offset, timestamp)
+
+    def _decode_message(self, message: Message) -> AnyRecord:
+        """The pure-Python `decode` of one `decode_many` message (the accelerator's fallback)."""
+        key, value, partition, offset, timestamp = message
+        return self._decode_python(key, value, partition, offset, timestamp)
+
+    def _decode_python(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        offset: int,
+        timestamp: int,
+    ) -> AnyRecord:
+        """`decode` in pure Python: the reference the C accelerator must agree with."""
         try:
             key_obj = self._key_cache.get(key)
             if key_obj is None:
@@ -190,10 +409,16 @@ class Codec:
         DecodeError `decode` raises for the first bad message (a caller that quarantines bad
         records decodes that batch again one by one).
         """
+        fast_many = self._fast_many
+        if fast_many is not None:
+            records: list[AnyRecord] = fast_many(
+                self._key_cache, self.key_cache_size, messages, self._decode_message
+            )
+            return records
         out: list[AnyRecord] = []
         append = out.append
         cached = self._key_cache.get
-        decode = self.decode
+        decode = self._decode_python
         unpack = _unpack_commit_v3
         size = _COMMIT_V3_SIZE
         commit_max_type = _COMMIT_FAST_MAX_TYPE
