@@ -78,6 +78,9 @@ class Exporter:
     _samples: queue.SimpleQueue[Sample] = field(default_factory=queue.SimpleQueue)
     _tracked: frozenset[tuple[str, int]] = frozenset()
     _stop: threading.Event = field(default_factory=threading.Event)
+    #: asks the log-end sampler for a round now (set by the service)
+    request_sample: Callable[[], None] | None = None
+    _sample_requested: bool = False
     #: tracked partitions the sampler reported as not existing (deleted topics)
     _missing: set[tuple[str, int]] = field(default_factory=set)
     _next_snapshot_ms: int = 0
@@ -322,6 +325,7 @@ class Exporter:
         self.ingestor.positions.clear()
         source.restart_from_beginning(source.assigned_partitions())
         self.stats.mark_not_ready()
+        self._sample_requested = False
 
     def _update_source_stats(self, source: OffsetsTopicSource) -> None:
         stats = self.stats
@@ -340,6 +344,10 @@ class Exporter:
         if all(key in histories or key in missing for key in tracked):
             self.stats.mark_ready(self.clock_ms())
             log.info("ready: caught up with %s", self.config.offsets_topic)
+        elif not self._sample_requested and self.request_sample is not None:
+            # caught up: sample the log ends of what is now tracked at once
+            self._sample_requested = True
+            self.request_sample()
 
     def build_snapshot(self, now_ms: int) -> Snapshot:
         started = time.perf_counter()

@@ -105,6 +105,7 @@ class LogEndSampler:
         log.info("log-end sampler config: %s", self.config_for_logging)
         self._admin = admin_factory(merged)
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._last_round: SampleRound | None = None
@@ -122,9 +123,15 @@ class LogEndSampler:
         self._thread = threading.Thread(target=self._run, name="log-end-sampler", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Run the next round now instead of at the next interval (e.g. right after catch-up,
+        so readiness does not wait up to a whole interval for the first useful round)."""
+        self._wake.set()
+
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop after the current round; True if the thread ended within timeout_s."""
         self._stop.set()
+        self._wake.set()
         thread, self._thread = self._thread, None
         if thread is None:
             return True
@@ -147,7 +154,9 @@ class LogEndSampler:
                 log.exception("log-end sampling round failed")
             # Fixed rate, but never a burst of catch-up rounds after a slow one.
             next_at = max(next_at + self.interval_s, time.monotonic())
-            self._stop.wait(max(0.0, next_at - time.monotonic()))
+            if self._wake.wait(max(0.0, next_at - time.monotonic())):
+                self._wake.clear()
+                next_at = time.monotonic()
 
     # -- one round -------------------------------------------------------------------------
 

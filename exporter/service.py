@@ -37,6 +37,7 @@ class ExporterService:
             on_sample=self.exporter.on_sample,
             interval_s=cfg.sample_interval_s,
         )
+        self.exporter.request_sample = self.sampler.wake
         collector = SnapshotCollector(
             self._latest,
             MetricsConfig(
