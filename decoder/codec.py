@@ -338,27 +338,12 @@ class Codec:
         """Decode one record; raises DecodeError (located at partition/offset) for bad bytes."""
         fast = self._fast
         if fast is not None:
-            record: AnyRecord | None = fast(
+            built: AnyRecord | None = fast(
                 self._key_cache, self.key_cache_size, key, value, partition, offset, timestamp
             )
-            if record is not None:
-                return record
-        return self._decode_python(key, value, partition, offset, timestamp)
-
-    def _decode_message(self, message: Message) -> AnyRecord:
-        """The pure-Python `decode` of one `decode_many` message (the accelerator's fallback)."""
-        key, value, partition, offset, timestamp = message
-        return self._decode_python(key, value, partition, offset, timestamp)
-
-    def _decode_python(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int,
-        offset: int,
-        timestamp: int,
-    ) -> AnyRecord:
-        """`decode` in pure Python: the reference the C accelerator must agree with."""
+            if built is not None:
+                return built
+        # the pure-Python path: the reference the C accelerator must agree with
         try:
             key_obj = self._key_cache.get(key)
             if key_obj is None:
@@ -402,6 +387,11 @@ class Codec:
         result: Record = record
         return result
 
+    def _decode_message(self, message: Message) -> AnyRecord:
+        """`decode` of one `decode_many` message (the C loop's fallback)."""
+        key, value, partition, offset, timestamp = message
+        return self.decode(key, value, partition, offset, timestamp)
+
     def decode_many(self, messages: Iterable[Message]) -> list[AnyRecord]:
         """`decode` over (key, value, partition, offset, timestamp) tuples, in one loop.
 
@@ -418,7 +408,7 @@ class Codec:
         out: list[AnyRecord] = []
         append = out.append
         cached = self._key_cache.get
-        decode = self._decode_python
+        decode = self.decode
         unpack = _unpack_commit_v3
         size = _COMMIT_V3_SIZE
         commit_max_type = _COMMIT_FAST_MAX_TYPE
