@@ -641,13 +641,16 @@ def segment_rows(measured: list[tuple[str, float, str]]) -> list[Row]:
             rows.append(Row(f"segments: {name}", None, None, "-", None, f"{value:,.0f} {unit}"))
             continue
         compressed = any(codec in name for codec in ("gzip", "snappy", "lz4", "zstd"))
+        # the 1M/s target is for segments as Kafka writes them under load (batches of
+        # many records); 1-record batches measure the per-batch overhead, for information
+        untargeted = compressed or "1-record" in name
         rows.append(
             Row(
                 f"segments: {name}",
                 value,
                 naive if "1M" in name else None,
-                "-" if compressed else ">= 1,000,000",
-                None if compressed else value >= 1_000_000,
+                "-" if untargeted else ">= 1,000,000",
+                None if untargeted else value >= 1_000_000,
                 f"wall: {wall.get(name, float('nan')):,.0f}/s",
             )
         )
