@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from exporter.log_throttle import RepeatFilter
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatFilter())
     logging.getLogger(__name__).info("starting with %s", config.redacted())
     try:
         service = ExporterService(config)
