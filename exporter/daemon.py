@@ -343,6 +343,8 @@ class Exporter:
         histories, missing = self.histories, self._missing
         if all(key in histories or key in missing for key in tracked):
             self.stats.mark_ready(self.clock_ms())
+            # publish lag and status at once, not at the next snapshot interval
+            self._next_snapshot_ms = 0
             log.info("ready: caught up with %s", self.config.offsets_topic)
         elif not self._sample_requested and self.request_sample is not None:
             # caught up: sample the log ends of what is now tracked at once
