@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any, Final, Literal
 
 from decoder.canonical import dumps
+from exporter.durable import fsync_directory
 
 ArchiveFormat = Literal["jsonl", "avro"]
 AvroBlockCodec = Literal["null", "deflate", "snappy"]
@@ -368,7 +369,7 @@ class ArchiveWriter:
         del self._open[opened.partition]
         opened.sink.close()
         os.replace(opened.temp_path, opened.final_path)
-        _fsync_directory(opened.directory)
+        fsync_directory(opened.directory)
         self.files_completed += 1
         if self.on_roll is not None:
             self.on_roll(opened.final_path, opened.records)
@@ -433,19 +434,6 @@ class ArchiveWriter:
         return recovered
 
 
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _complete_lines(data: bytes) -> bytes:
     """The leading complete lines that are JSON objects (a crash can leave a torn line, or
     zero-filled blocks, or bytes decompressed from a torn gzip tail)."""
@@ -508,7 +496,7 @@ def _salvage(temp: Path, final: Path, writer: ArchiveWriter) -> bool:
         return False
     os.replace(salvaged, final)
     temp.unlink()
-    _fsync_directory(final.parent)
+    fsync_directory(final.parent)
     return True
 
 

@@ -70,6 +70,7 @@ from typing import Any, Final
 from decoder.codec import Codec
 from decoder.errors import DecodeError
 from decoder.records import Record
+from exporter.durable import fsync_directory
 from exporter.state import ApplyCounters, GroupState, OffsetState, PartitionTable
 
 MAGIC: Final = b"OWCKPT\r\n"
@@ -290,20 +291,6 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _fsync_directory(directory: Path) -> None:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    try:
-        fd = os.open(directory, flags)
-    except OSError:  # platforms without directory handles (Windows)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _temp_prefix(path: Path) -> str:
     return f".{path.name}."
 
@@ -391,7 +378,7 @@ def save_checkpoint(
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    _fsync_directory(target.parent)
+    fsync_directory(target.parent)
     _remove_stale_temps(target, temp)
 
 

@@ -380,7 +380,7 @@ def test_save_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     """The rename is the only way the target changes, and the directory is fsynced after."""
     calls: list[str] = []
     real_replace = os.replace
-    real_fsync_directory = checkpoint_module._fsync_directory
+    real_fsync_directory = checkpoint_module.fsync_directory
 
     def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         calls.append(f"replace {Path(src).name} -> {Path(dst).name}")
@@ -391,7 +391,7 @@ def test_save_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         real_fsync_directory(directory)
 
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(checkpoint_module, "_fsync_directory", fsync_directory)
+    monkeypatch.setattr(checkpoint_module, "fsync_directory", fsync_directory)
     save_checkpoint(tmp_path / "c", OffsetState(), {}, meta=META)
     assert len(calls) == 2
     assert calls[0].startswith("replace .c.") and calls[0].endswith(".tmp -> c")
