@@ -197,10 +197,7 @@ class Compiler:
         src.add("L = len(b)")
         self._read_struct(src, ns, cls, version, flexible, depth=0, target="o")
         src.add("return o, p")
-        fname = f"read_{cls.__name__}_v{version}{'_flex' if flexible else ''}"
-        code = f"def {fname}(b, p):\n" + "\n".join(src.lines) + "\n"
-        exec(compile(code, f"<reader {fname}>", "exec"), ns)
-        reader: Reader = ns[fname]
+        reader: Reader = _define(ns, "read", cls, version, flexible, "b, p", src)
         return reader
 
     def _read_struct(
@@ -552,10 +549,7 @@ class Compiler:
         src.indent -= 1
         src.add("except struct_error as e:")
         src.add(f"    raise EncodeError('{cls.__name__}: ' + str(e)) from e")
-        fname = f"write_{cls.__name__}_v{version}{'_flex' if flexible else ''}"
-        code = f"def {fname}(o, out):\n" + "\n".join(src.lines) + "\n"
-        exec(compile(code, f"<writer {fname}>", "exec"), ns)
-        writer: Writer = ns[fname]
+        writer: Writer = _define(ns, "write", cls, version, flexible, "o, out", src)
         return writer
 
     def _write_field(
@@ -653,6 +647,22 @@ class Compiler:
 @dataclass(frozen=True, slots=True)
 class _Holder:
     value: Any
+
+
+def _define(
+    ns: dict[str, Any],
+    verb: str,
+    cls: type,
+    version: int,
+    flexible: bool,
+    params: str,
+    src: _Source,
+) -> Any:
+    """Compile generated source into a function of `ns` (named for tracebacks)."""
+    name = f"{verb}_{cls.__name__}_v{version}{'_flex' if flexible else ''}"
+    code = f"def {name}({params}):\n" + "\n".join(src.lines) + "\n"
+    exec(compile(code, f"<generated {name}>", "exec"), ns)
+    return ns[name]
 
 
 def _kind_of(cls: type, name: str) -> Kind:
