@@ -6,7 +6,6 @@ import base64
 import copy
 import gc
 import io
-import json
 import struct
 import time
 from collections import Counter
@@ -53,6 +52,7 @@ from decoder.records import (
     UnknownRecord,
 )
 from decoder.registry import RECORD_TYPES
+from tests.conformance_data import decode_run, run_names
 
 Canon = dict[str, Any]
 
@@ -78,21 +78,11 @@ def canonical() -> Canonical:
 @pytest.fixture(scope="module")
 def conformance_records(conformance_dir: Path, canonical: Canonical) -> list[Canon]:
     """Every record of every conformance run, as canonical dicts."""
-    codec = Codec()
-    out: list[Canon] = []
-    for path in sorted(conformance_dir.glob("runs/*/records.jsonl")):
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                raw = json.loads(line)
-                value = None if raw["value"] is None else bytes.fromhex(raw["value"])
-                record = codec.decode(
-                    bytes.fromhex(raw["key"]),
-                    value,
-                    raw["partition"],
-                    raw["offset"],
-                    raw["timestamp"],
-                )
-                out.append(canonical.to_dict(record))
+    out: list[Canon] = [
+        canonical.to_dict(record)
+        for run in run_names(conformance_dir)
+        for record in decode_run(conformance_dir, run)
+    ]
     assert out, f"no records.jsonl under {conformance_dir}"
     return out
 

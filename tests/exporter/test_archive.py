@@ -12,10 +12,11 @@ from typing import Any
 import fastavro
 import pytest
 
-from decoder import Canonical, Codec
+from decoder import Canonical
 from decoder.avro import AvroCodec
 from decoder.canonical import dumps
 from exporter.archive import INPROGRESS, ArchiveError, ArchiveWriter, partition_of
+from tests.conformance_data import decode_run
 
 Canon = dict[str, Any]
 FINAL_NAME = re.compile(
@@ -34,21 +35,8 @@ class FakeClock:
 
 @pytest.fixture(scope="module")
 def canon(conformance_dir: Path) -> list[Canon]:
-    codec = Codec()
     canonical = Canonical()
-    out: list[Canon] = []
-    with (conformance_dir / "runs" / "main" / "records.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            raw = json.loads(line)
-            record = codec.decode(
-                bytes.fromhex(raw["key"]),
-                None if raw["value"] is None else bytes.fromhex(raw["value"]),
-                raw["partition"],
-                raw["offset"],
-                raw["timestamp"],
-            )
-            out.append(canonical.to_dict(record))
-    return out
+    return [canonical.to_dict(record) for record in decode_run(conformance_dir)]
 
 
 def spread(records: list[Canon], start_ms: int = 1_767_225_000_000) -> list[Canon]:

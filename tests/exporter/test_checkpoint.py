@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import exporter.checkpoint as checkpoint_module
-from decoder.codec import Codec
 from decoder.layout import ZERO_UUID
 from decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from exporter.checkpoint import (
@@ -30,6 +29,7 @@ from exporter.checkpoint import (
     save_checkpoint,
 )
 from exporter.state import GroupState, OffsetState, PartitionTable
+from tests.conformance_data import decode_run
 
 META = CheckpointMeta.for_cluster("__consumer_offsets", "cluster-A", "kafka-1:9092,kafka-2:9092")
 
@@ -37,20 +37,9 @@ META = CheckpointMeta.for_cluster("__consumer_offsets", "cluster-A", "kafka-1:90
 
 
 def conformance_records(conformance_dir: Path) -> list[Record]:
-    codec = Codec()
-    records: list[Record] = []
-    with (conformance_dir / "runs" / "main" / "records.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            raw = json.loads(line)
-            record = codec.decode(
-                bytes.fromhex(raw["key"]),
-                None if raw["value"] is None else bytes.fromhex(raw["value"]),
-                raw["partition"],
-                raw["offset"],
-                raw["timestamp"],
-            )
-            assert isinstance(record, Record)
-            records.append(record)
+    decoded = decode_run(conformance_dir)
+    records = [record for record in decoded if isinstance(record, Record)]
+    assert len(records) == len(decoded), "the main run holds only known record types"
     return records
 
 

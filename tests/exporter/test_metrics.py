@@ -16,7 +16,6 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from decoder import Codec
 from decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
@@ -45,6 +44,7 @@ from exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRow
 from exporter.state import OffsetState
 from exporter.stats import PipelineStats
 from exporter.status import Status
+from tests.conformance_data import decode_run
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000_000
@@ -668,22 +668,12 @@ def test_conformance_lag_matches_kafka(conformance_dir: Path) -> None:
 
 def conformance_snapshot(conformance_dir: Path) -> tuple[Snapshot, dict[str, Any]]:
     run = conformance_dir / "runs" / "main"
-    codec = Codec()
     state = OffsetState()
     latest = 0
-    with (run / "records.jsonl").open() as lines:
-        for line in lines:
-            raw = json.loads(line)
-            record = codec.decode(
-                bytes.fromhex(raw["key"]),
-                None if raw["value"] is None else bytes.fromhex(raw["value"]),
-                raw["partition"],
-                raw["offset"],
-                raw["timestamp"],
-            )
-            latest = max(latest, raw["timestamp"])
-            if isinstance(record, Record):
-                state.apply(record)
+    for record in decode_run(conformance_dir):
+        latest = max(latest, record.timestamp)
+        if isinstance(record, Record):
+            state.apply(record)
     final = json.loads((run / "groups-final.json").read_text())
     now = latest + 60_000
     ends: dict[tuple[str, int], LogEndHistory] = {}
