@@ -1,8 +1,10 @@
-"""Build configuration beyond pyproject.toml: the optional C accelerator `decoder._speedups`.
+"""Build configuration beyond pyproject.toml.
+
+The optional C accelerator `offsetwatch.decoder._speedups`.
 
 Everything else (metadata, dependencies, packages) lives in pyproject.toml. The extension is
 `optional`: when it cannot be compiled (no compiler, no Python headers, another interpreter)
-setuptools prints a warning and the install goes on; `decoder.codec.Codec` then runs its
+setuptools prints a warning and the install goes on; `offsetwatch.decoder.codec.Codec` then runs its
 pure-Python path, which is also the reference the accelerator is tested against
 (tests/decoder/test_speedups.py). `OFFSETWATCH_NO_SPEEDUPS=1` skips the build.
 """
@@ -24,7 +26,7 @@ if os.environ.get("OFFSETWATCH_NO_SPEEDUPS", "").strip().lower() not in ("1", "t
     digest = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()
     ext_modules.append(
         Extension(
-            "decoder._speedups",
+            "offsetwatch.decoder._speedups",
             sources=[SOURCE],
             define_macros=[("OFFSETWATCH_SPEEDUPS_SOURCE", f'"{digest}"')],
             optional=True,

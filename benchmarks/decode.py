@@ -48,15 +48,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decoder.codec import Codec, speedups_status
-from decoder.consumer_protocol import (
+from offsetwatch.decoder.codec import Codec, speedups_status
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     TopicPartitionList,
 )
-from decoder.layout import ZERO_UUID, Tags
-from decoder.records import (
+from offsetwatch.decoder.layout import ZERO_UUID, Tags
+from offsetwatch.decoder.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     GroupMemberKey,
@@ -699,9 +699,9 @@ def end_to_end(segment_dir: str, naive: bool) -> tuple[float, float, int]:
 def end_to_end_breakdown(log: str) -> str:
     """Where the end-to-end CPU time goes: three streaming passes over the segment (read;
     read + decode; read + decode + render), nothing kept, like the CLI."""
-    from decoder.canonical import dumps
-    from decoder.kafka_json import KafkaJson
-    from decoder.segments import read_segment
+    from offsetwatch.decoder.canonical import dumps
+    from offsetwatch.decoder.kafka_json import KafkaJson
+    from offsetwatch.decoder.segments import read_segment
 
     kafka = KafkaJson()
     render: Callable[[Any], str]
@@ -924,7 +924,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print_table(rows)
     active, why = speedups_status()
     print(
-        "\nC accelerator (decoder._speedups): "
+        "\nC accelerator (offsetwatch.decoder._speedups): "
         + ("active" if active else f"NOT active, pure-Python path measured ({why})")
     )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -41,10 +41,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from decoder import KafkaJson  # noqa: E402
-from decoder.canonical import dumps  # noqa: E402
 from offsetwatch import cli  # noqa: E402
 from offsetwatch.commands import decode as decode_cmd  # noqa: E402
+from offsetwatch.decoder import KafkaJson  # noqa: E402
+from offsetwatch.decoder.canonical import dumps  # noqa: E402
 
 KAFKA_WALL = 7.8
 KAFKA_CPU = 10.6
@@ -54,8 +54,8 @@ SEGMENT_NAME = "00000000000000000000.log"
 #: the naive renderer, for `python -c` (argv[1] is the segment)
 BASELINE_SCRIPT = """
 import sys
-from decoder import KafkaJson
-from decoder.canonical import dumps
+from offsetwatch.decoder import KafkaJson
+from offsetwatch.decoder.canonical import dumps
 from offsetwatch import cli
 from offsetwatch.commands import decode
 

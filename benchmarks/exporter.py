@@ -60,18 +60,18 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:  # tests.kafka_fixtures (run as a script, benchmarks/ is path[0])
     sys.path.insert(0, str(REPO))
 
-from decoder.codec import Codec  # noqa: E402
-from decoder.partitioner import partition_for  # noqa: E402
-from exporter.config import ExporterConfig  # noqa: E402
-from exporter.http_server import ExporterHttpServer  # noqa: E402
-from exporter.ingest import Ingestor  # noqa: E402
-from exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
-from exporter.lag import LogEndHistory  # noqa: E402
-from exporter.metrics import SnapshotCollector  # noqa: E402
-from exporter.service import ExporterService  # noqa: E402
-from exporter.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
-from exporter.state import OffsetState  # noqa: E402
-from exporter.stats import PipelineStats  # noqa: E402
+from offsetwatch.decoder.codec import Codec  # noqa: E402
+from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
+from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
+from offsetwatch.exporter.http_server import ExporterHttpServer  # noqa: E402
+from offsetwatch.exporter.ingest import Ingestor  # noqa: E402
+from offsetwatch.exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
+from offsetwatch.exporter.lag import LogEndHistory  # noqa: E402
+from offsetwatch.exporter.metrics import SnapshotCollector  # noqa: E402
+from offsetwatch.exporter.service import ExporterService  # noqa: E402
+from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
+from offsetwatch.exporter.state import OffsetState  # noqa: E402
+from offsetwatch.exporter.stats import PipelineStats  # noqa: E402
 from offsetwatch.mock_cluster import MockCluster  # noqa: E402
 from offsetwatch.record_factory import Member, RecordFactory  # noqa: E402
 from tests.kafka_fixtures import produce_raw  # noqa: E402

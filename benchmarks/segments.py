@@ -1,4 +1,4 @@
-"""Log-segment reader throughput: records/s of `decoder.segments` on one core.
+"""Log-segment reader throughput: records/s of `offsetwatch.decoder.segments` on one core.
 
 Figures (each the best of a few runs; wall clock and process CPU time, so that a busy shared
 machine shows up as a wall/CPU gap rather than as a slower reader):
@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from decoder.segments import (  # noqa: E402
+from offsetwatch.decoder.segments import (  # noqa: E402
     Batch,
     BatchHeader,
     Codec,

@@ -8,13 +8,13 @@ See `records` for the record types, `kafka_json` for Kafka-tool JSON, `canonical
 offsetwatch's own JSON, `segments` for log segment files.
 """
 
-from decoder.canonical import Canonical, group_of, identity_key
-from decoder.codec import Codec
-from decoder.codegen import EncodeError
-from decoder.errors import DecodeError
-from decoder.kafka_json import KafkaJson
-from decoder.partitioner import partition_for
-from decoder.records import AnyRecord, Record, UnknownRecord
+from offsetwatch.decoder.canonical import Canonical, group_of, identity_key
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.codegen import EncodeError
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.kafka_json import KafkaJson
+from offsetwatch.decoder.partitioner import partition_for
+from offsetwatch.decoder.records import AnyRecord, Record, UnknownRecord
 
 __all__ = [
     "AnyRecord",

@@ -773,7 +773,7 @@ static PyMethodDef speedups_methods[] = {
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    "decoder._speedups",
+    "offsetwatch.decoder._speedups",
     "Optional C accelerator of decoder.codec.Codec (see decoder/_speedups.c).",
     -1,
     speedups_methods,

@@ -1,9 +1,12 @@
-"""Avro form of the canonical record (`decoder.canonical`), schema generated from the layouts.
+"""Avro form of the canonical record (`offsetwatch.decoder.canonical`).
+
+The schema is generated from the layouts.
 
 The schema is built from the same `Wire` descriptions the readers and writers are compiled
 from, so it cannot drift from the decoder; `offsetwatch_record.avsc` is a checked-in copy
 (a test keeps it equal to `avro_schema()`; regenerate it with
-`python -m decoder.avro > decoder/offsetwatch_record.avsc`). `python -m decoder.avro --doc FILE`
+`python -m offsetwatch.decoder.avro > decoder/offsetwatch_record.avsc`).
+`python -m offsetwatch.decoder.avro --doc FILE`
 rewrites the generated part of docs/canonical-schema.md from the same layouts.
 
 Mapping (documented for readers in docs/canonical-schema.md):
@@ -44,10 +47,20 @@ from typing import IO, Any, Final
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from decoder.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from decoder.layout import VERSION_MAX, FieldLayout, Kind, Wire, field_layouts, has_tags_field
-from decoder.records import MemberMetadata
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.consumer_protocol import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
+from offsetwatch.decoder.layout import (
+    VERSION_MAX,
+    FieldLayout,
+    Kind,
+    Wire,
+    field_layouts,
+    has_tags_field,
+)
+from offsetwatch.decoder.records import MemberMetadata
+from offsetwatch.decoder.registry import RECORD_TYPES
 
 NAMESPACE: Final = "offsetwatch"
 TOP_NAME: Final = "CanonicalRecord"
@@ -57,7 +70,9 @@ UNKNOWN_VALUE: Final = "UnknownValue"
 UNKNOWN_TAG: Final = "UnknownTag"
 TAGS_FIELD: Final = "unknown_tags"
 SCHEMA_FILE: Final = Path(__file__).with_name("offsetwatch_record.avsc")
-DOC_BEGIN: Final = "<!-- BEGIN GENERATED: python -m decoder.avro --doc docs/canonical-schema.md -->"
+DOC_BEGIN: Final = (
+    "<!-- BEGIN GENERATED: python -m offsetwatch.decoder.avro --doc docs/canonical-schema.md -->"
+)
 DOC_END: Final = "<!-- END GENERATED -->"
 
 #: Confluent Schema Registry framing: magic byte 0, then the schema id as big-endian int32.
@@ -873,7 +888,7 @@ def update_doc(path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m decoder.avro",
+        prog="python -m offsetwatch.decoder.avro",
         description="Print the generated Avro schema of offsetwatch's canonical record.",
     )
     parser.add_argument("--doc", type=Path, help="rewrite the generated part of this markdown")

@@ -26,10 +26,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from decoder.consumer_protocol import ConsumerProtocol
-from decoder.errors import DecodeError
-from decoder.layout import field_layouts
-from decoder.records import (
+from offsetwatch.decoder.consumer_protocol import ConsumerProtocol
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.layout import field_layouts
+from offsetwatch.decoder.records import (
     AnyRecord,
     GroupKey,
     GroupMemberKey,
@@ -39,7 +39,7 @@ from decoder.records import (
     Record,
     RegularExpressionKey,
 )
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.registry import RECORD_TYPES
 
 
 def group_of(record: AnyRecord) -> str | None:

@@ -11,7 +11,8 @@ read with one `struct` call, checked (version 3, metadata length 0, 24 bytes) an
 without the generic reader; `Record` and the value are built through `codegen.builder_for`
 builders (plain slot stores, then `__class__` assignment) instead of the frozen `__init__`.
 
-C accelerator: when the optional extension `decoder._speedups` (decoder/_speedups.c, built by
+C accelerator: when the optional extension `offsetwatch.decoder._speedups`
+(decoder/_speedups.c, built by
 `pip install`, see setup.py) is importable and reads the layouts this module checks it
 against, `decode`/`decode_many` go through it first. It covers offset commits (key types 0/1:
 key decoding into the same key cache, values v0-v3), classic group metadata values v0-v3
@@ -33,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from decoder.codegen import Compiler, EncodeError, Reader, Writer, builder_for
-from decoder.errors import DecodeError
-from decoder.layout import NO_TAGS, VERSION_MAX, Kind, field_layouts
-from decoder.records import (
+from offsetwatch.decoder.codegen import Compiler, EncodeError, Reader, Writer, builder_for
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.layout import NO_TAGS, VERSION_MAX, Kind, field_layouts
+from offsetwatch.decoder.records import (
     AnyRecord,
     GroupMetadataValue,
     Key,
@@ -47,7 +48,7 @@ from decoder.records import (
     UnknownRecord,
     Value,
 )
-from decoder.registry import RECORD_TYPES, RecordType
+from offsetwatch.decoder.registry import RECORD_TYPES, RecordType
 
 _I16: Final = struct.Struct(">h")
 _DEFAULT_KEY_CACHE: Final = 200_000
@@ -227,15 +228,15 @@ def configure_speedups(module: Any) -> None:
 def _load_speedups() -> tuple[Any, str]:
     """(the configured decoder._speedups module or None, why it is not used)."""
     try:
-        module = importlib.import_module("decoder._speedups")
+        module = importlib.import_module("offsetwatch.decoder._speedups")
     except ImportError as error:
-        return None, f"decoder._speedups is not built ({error})"
+        return None, f"offsetwatch.decoder._speedups is not built ({error})"
     source = Path(__file__).with_name("_speedups.c")
     if source.exists():  # a source checkout: the build must be of this very source
         digest = hashlib.sha256(source.read_bytes()).hexdigest()
         if getattr(module, "SOURCE_SHA256", None) != digest:
             return None, (
-                f"decoder._speedups was built from another version of {source.name}: "
+                f"offsetwatch.decoder._speedups was built from another version of {source.name}: "
                 "run `pip install -e .` again"
             )
     if not _layouts_match_speedups():
@@ -243,7 +244,7 @@ def _load_speedups() -> tuple[Any, str]:
     try:
         configure_speedups(module)
     except (TypeError, AttributeError) as error:  # pragma: no cover - classes changed shape
-        return None, f"decoder._speedups cannot build these classes ({error})"
+        return None, f"offsetwatch.decoder._speedups cannot build these classes ({error})"
     return module, ""
 
 
@@ -322,7 +323,7 @@ class Codec:
 
     @property
     def accelerated(self) -> bool:
-        """Whether this codec decodes through the C accelerator (decoder._speedups)."""
+        """Whether this codec decodes through the C accelerator (offsetwatch.decoder._speedups)."""
         return self._fast is not None
 
     # -- decoding --------------------------------------------------------------------------

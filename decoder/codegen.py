@@ -31,8 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from decoder.errors import DecodeError
-from decoder.layout import FIXED_FORMATS, NO_TAGS, Kind, Tags, Wire, field_layouts, has_tags_field
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.layout import (
+    FIXED_FORMATS,
+    NO_TAGS,
+    Kind,
+    Tags,
+    Wire,
+    field_layouts,
+    has_tags_field,
+)
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any, bytearray], None]
@@ -674,7 +682,7 @@ def _kind_of(cls: type, name: str) -> Kind:
 
 def _single_field_struct(kind: Kind) -> type:
     """A one-field struct class used to read/write primitive array elements."""
-    from decoder.layout import wire
+    from offsetwatch.decoder.layout import wire
 
     namespace = {"__annotations__": {"value": "Any"}, "value": wire(kind)}
     holder: type = dataclass(frozen=True, slots=True)(type(f"_{kind.name}Element", (), namespace))

@@ -24,7 +24,7 @@ from enum import IntEnum
 
 import cramjam
 
-from decoder.errors import DecodeError
+from offsetwatch.decoder.errors import DecodeError
 
 __all__ = ["XERIAL_MAGIC", "Codec", "compress", "decompress", "xxh32"]
 

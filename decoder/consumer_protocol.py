@@ -11,9 +11,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-from decoder.codegen import Compiler, Reader, Writer
-from decoder.errors import DecodeError
-from decoder.layout import Kind, wire
+from offsetwatch.decoder.codegen import Compiler, Reader, Writer
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.layout import Kind, wire
 
 NEWEST_VERSION: Final = 3
 _I16: Final = struct.Struct(">h")

@@ -28,15 +28,21 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from decoder.consumer_protocol import (
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
-from decoder.errors import DecodeError
-from decoder.layout import Kind, Wire, field_layouts
-from decoder.records import AnyRecord, GroupMetadataValue, MemberMetadata, Record, UnknownRecord
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.layout import Kind, Wire, field_layouts
+from offsetwatch.decoder.records import (
+    AnyRecord,
+    GroupMetadataValue,
+    MemberMetadata,
+    Record,
+    UnknownRecord,
+)
+from offsetwatch.decoder.registry import RECORD_TYPES
 
 DELETE: Final = "<DELETE>"
 _CONSOLE_TYPES: Final = (0, 1, 2)

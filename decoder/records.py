@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from decoder.layout import ZERO_UUID, Kind, Tags, tags_field, wire
+from offsetwatch.decoder.layout import ZERO_UUID, Kind, Tags, tags_field, wire
 
 I8, I16, I32, I64, U16 = Kind.INT8, Kind.INT16, Kind.INT32, Kind.INT64, Kind.UINT16
 STR, BYTES, UUID, ARR, STRUCT = Kind.STRING, Kind.BYTES, Kind.UUID, Kind.ARRAY, Kind.STRUCT
@@ -504,14 +504,14 @@ class Record:
 
     @property
     def type_name(self) -> str:
-        from decoder.registry import RECORD_TYPES
+        from offsetwatch.decoder.registry import RECORD_TYPES
 
         return RECORD_TYPES[self.key_type].name
 
     @property
     def newer_than_known(self) -> bool:
         """The value version is above what this decoder knows (parsed with the newest layout)."""
-        from decoder.registry import RECORD_TYPES
+        from offsetwatch.decoder.registry import RECORD_TYPES
 
         version = self.value_version
         return version is not None and version > RECORD_TYPES[self.key_type].value_versions.high

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from decoder import records as r
-from decoder.layout import Versions
+from offsetwatch.decoder import records as r
+from offsetwatch.decoder.layout import Versions
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,8 @@ from typing import Final, Literal
 
 import crc32c
 
-from decoder.compression import Codec, compress, decompress
-from decoder.errors import DecodeError
+from offsetwatch.decoder.compression import Codec, compress, decompress
+from offsetwatch.decoder.errors import DecodeError
 
 __all__ = [
     "ABORTED",

@@ -14,10 +14,10 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from exporter.group_views import GroupView, MemberView
-from exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
-from exporter.stats import PipelineStats
-from exporter.status import Status
+from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
+from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.status import Status
 
 __all__ = [
     "group_detail",

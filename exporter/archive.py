@@ -14,8 +14,9 @@ Layout and guarantees are the contract documented in docs/archive-format.md:
   names starting with `.`) and renamed to its final name when rolled: by size (`roll_bytes`,
   default 128 MiB), by age (`roll_seconds`, default 10 min, checked on every write and by
   `roll_expired()`), at `roll()` and at `close()`. Readers never see half-written files.
-* JSON lines: one `decoder.canonical.dumps(record)` per line, UTF-8, optionally gzipped.
-  Avro: object container files of `decoder.avro`'s schema (embedded in each file) written
+* JSON lines: one `offsetwatch.decoder.canonical.dumps(record)` per line, UTF-8, optionally gzipped.
+  Avro: object container files of `offsetwatch.decoder.avro`'s schema (embedded in each file)
+  written
   block by block with `AvroCodec.encode`, codec deflate (default), snappy or null.
 
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
@@ -39,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
-from decoder.canonical import dumps
-from exporter.durable import fsync_directory
+from offsetwatch.decoder.canonical import dumps
+from offsetwatch.exporter.durable import fsync_directory
 
 ArchiveFormat = Literal["jsonl", "avro"]
 AvroBlockCodec = Literal["null", "deflate", "snappy"]
@@ -301,7 +302,7 @@ class ArchiveWriter:
         self._closed = False
         self._avro: Any = None
         if format == "avro":
-            from decoder.avro import AvroCodec
+            from offsetwatch.decoder.avro import AvroCodec
 
             self._avro = AvroCodec()
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -501,7 +502,7 @@ def _salvage(temp: Path, final: Path, writer: ArchiveWriter) -> bool:
 
 
 def _salvage_avro(data: bytes, target: Path, writer: ArchiveWriter) -> bool:
-    from decoder.avro import AvroCodec
+    from offsetwatch.decoder.avro import AvroCodec
 
     avro = writer._avro if writer._avro is not None else AvroCodec()
     records: list[dict[str, Any]] = []

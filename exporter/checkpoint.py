@@ -67,11 +67,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from decoder.codec import Codec
-from decoder.errors import DecodeError
-from decoder.records import Record
-from exporter.durable import fsync_directory
-from exporter.state import ApplyCounters, GroupState, OffsetState, PartitionTable
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.records import Record
+from offsetwatch.exporter.durable import fsync_directory
+from offsetwatch.exporter.state import ApplyCounters, GroupState, OffsetState, PartitionTable
 
 MAGIC: Final = b"OWCKPT\r\n"
 FORMAT_VERSION: Final = 1

@@ -23,25 +23,25 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from decoder.canonical import Canonical, identity_key
-from decoder.codec import Codec
-from decoder.records import AnyRecord
-from exporter.checkpoint import (
+from offsetwatch.decoder.canonical import Canonical, identity_key
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.records import AnyRecord
+from offsetwatch.exporter.checkpoint import (
     CheckpointError,
     CheckpointMeta,
     CheckpointNotFound,
     load_checkpoint,
     save_checkpoint,
 )
-from exporter.config import ExporterConfig
-from exporter.ingest import Ingestor, Quarantined
-from exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
-from exporter.lag import LogEndHistory
-from exporter.publisher import RecordPublisher
-from exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
-from exporter.state import OffsetState
-from exporter.stats import PipelineStats
-from exporter.status import StatusConfig
+from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.ingest import Ingestor, Quarantined
+from offsetwatch.exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
+from offsetwatch.exporter.lag import LogEndHistory
+from offsetwatch.exporter.publisher import RecordPublisher
+from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
+from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.status import StatusConfig
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Exporter:
         )
         if self.config.publish_topic is not None:
             if self.config.publish_format == "avro":
-                from decoder.avro import AvroCodec
+                from offsetwatch.decoder.avro import AvroCodec
 
                 self._avro = AvroCodec()
             self.publisher = RecordPublisher(
@@ -129,7 +129,7 @@ class Exporter:
             )
             self.ingestor.sinks.append(self._publish)
         if self.config.archive_dir is not None:
-            from exporter.archive import ArchiveWriter
+            from offsetwatch.exporter.archive import ArchiveWriter
 
             self.archive = ArchiveWriter(
                 self.config.archive_dir,
@@ -212,7 +212,7 @@ class Exporter:
         if self._quarantine_file is None:
             directory.mkdir(parents=True, exist_ok=True)
             self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        from decoder.canonical import dumps
+        from offsetwatch.decoder.canonical import dumps
 
         line = dumps(
             {

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from decoder.consumer_protocol import ConsumerProtocol
-from decoder.errors import DecodeError
-from decoder.records import (
+from offsetwatch.decoder.consumer_protocol import ConsumerProtocol
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -30,7 +30,7 @@ from decoder.records import (
     StreamsGroupMetadataValue,
     TopicPartitions,
 )
-from exporter.state import GroupState
+from offsetwatch.exporter.state import GroupState
 
 Assignment = tuple[tuple[str, tuple[int, ...]], ...]
 

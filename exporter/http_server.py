@@ -10,7 +10,7 @@
 
 Every request only reads the latest snapshot and stats (see `SnapshotCollector`); nothing here
 talks to Kafka, so a slow or frequent scraper cannot slow down ingestion beyond its CPU share.
-Access logging goes to the `exporter.http_server` logger at DEBUG, never to stderr.
+Access logging goes to the `offsetwatch.exporter.http_server` logger at DEBUG, never to stderr.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
-from exporter import api
-from exporter.metrics import SnapshotCollector
-from exporter.snapshot import Snapshot
-from exporter.stats import PipelineStats
+from offsetwatch.exporter import api
+from offsetwatch.exporter.metrics import SnapshotCollector
+from offsetwatch.exporter.snapshot import Snapshot
+from offsetwatch.exporter.stats import PipelineStats
 
 __all__ = ["DEFAULT_PORT", "METRICS_CONTENT_TYPE", "ExporterHttpServer", "accepts_gzip"]
 

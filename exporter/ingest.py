@@ -11,12 +11,12 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from decoder.codec import Codec
-from decoder.errors import DecodeError
-from decoder.records import AnyRecord, Record
-from decoder.registry import RECORD_TYPES
-from exporter.state import OffsetState
-from exporter.stats import PipelineStats
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.records import AnyRecord, Record
+from offsetwatch.decoder.registry import RECORD_TYPES
+from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.stats import PipelineStats
 
 
 class RawMessage(Protocol):

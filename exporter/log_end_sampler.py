@@ -34,7 +34,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from exporter.kafka_source import redact
+from offsetwatch.exporter.kafka_source import redact
 
 log = logging.getLogger(__name__)
 

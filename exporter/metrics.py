@@ -35,10 +35,10 @@ from typing import ClassVar, Final, Literal, NamedTuple
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter.api import owner_index
-from exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
-from exporter.stats import PipelineStats
-from exporter.status import seconds_since_last_commit
+from offsetwatch.exporter.api import owner_index
+from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
+from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.status import seconds_since_last_commit
 
 __all__ = [
     "ALIAS_FAMILIES",

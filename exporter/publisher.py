@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from exporter.kafka_source import OFFSETS_TOPIC, redact
+from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC, redact
 
 log = logging.getLogger(__name__)
 

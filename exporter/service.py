@@ -6,13 +6,13 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from exporter.config import ExporterConfig
-from exporter.daemon import Exporter
-from exporter.http_server import ExporterHttpServer
-from exporter.log_end_sampler import LogEndSampler
-from exporter.metrics import MetricsConfig, SnapshotCollector
-from exporter.snapshot import Snapshot
-from exporter.stats import PipelineStats
+from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.daemon import Exporter
+from offsetwatch.exporter.http_server import ExporterHttpServer
+from offsetwatch.exporter.log_end_sampler import LogEndSampler
+from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.snapshot import Snapshot
+from offsetwatch.exporter.stats import PipelineStats
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, Final
 
-from exporter.group_views import GroupView, GroupViews
-from exporter.lag import LogEndHistory, lag_seconds
-from exporter.state import NEVER, GroupState, OffsetState, PartitionTable
-from exporter.status import (
+from offsetwatch.exporter.group_views import GroupView, GroupViews
+from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.status import (
     PartitionWindow,
     Status,
     StatusConfig,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Final
 
-from decoder.canonical import group_of
-from decoder.records import (
+from offsetwatch.decoder.canonical import group_of
+from offsetwatch.decoder.records import (
     GroupMemberKey,
     OffsetCommitKey,
     OffsetCommitValue,

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 from offsetwatch.commands import UsageError
 
 if TYPE_CHECKING:
-    from decoder.segments import TransactionResolver
+    from offsetwatch.decoder.segments import TransactionResolver
 
 __all__ = [
     "BadInput",
@@ -227,13 +227,14 @@ class SegmentSource(Source):
     Paths may be segment files, `__consumer_offsets-<p>` partition directories (every .log in
     base-offset order) or a Kafka log directory holding such partition directories. The
     partition comes from the directory name. Transactions are resolved per partition with
-    `decoder.segments.TransactionResolver`: records of a transactional batch are released when
+    `offsetwatch.decoder.segments.TransactionResolver`: records of a transactional batch are
+    released when
     their COMMIT/ABORT marker arrives (the order the group coordinator applies them in) and the
     still-open ones come last with status "pending".
     """
 
     def __init__(self, paths: Sequence[str], partitions: frozenset[int] | None = None) -> None:
-        from decoder.segments import partition_of_dir
+        from offsetwatch.decoder.segments import partition_of_dir
 
         groups: dict[Path, _PartitionFiles] = {}
 
@@ -279,7 +280,7 @@ class SegmentSource(Source):
         self.total_bytes = sum(f.stat().st_size for g in selected for f in g.files)
 
     def chunks(self) -> Iterator[Chunk]:
-        from decoder.segments import TransactionResolver
+        from offsetwatch.decoder.segments import TransactionResolver
 
         for item in self._groups:
             partition = -1 if item.partition is None else item.partition
@@ -313,8 +314,8 @@ class SegmentSource(Source):
         """One segment file; small batches are gathered into chunks of about
         SEGMENT_CHUNK_RECORDS records (a single-record batch per chunk would cost more in
         per-chunk work than its record costs to decode)."""
-        from decoder.errors import DecodeError
-        from decoder.segments import SegmentReader
+        from offsetwatch.decoder.errors import DecodeError
+        from offsetwatch.decoder.segments import SegmentReader
 
         label = str(file)
         size = file.stat().st_size

@@ -11,15 +11,15 @@ import base64
 import hashlib
 from dataclasses import dataclass, field
 
-from decoder.codec import Codec
-from decoder.consumer_protocol import (
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     TopicPartitionList,
 )
-from decoder.layout import Tags
-from decoder.records import (
+from offsetwatch.decoder.layout import Tags
+from offsetwatch.decoder.records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,

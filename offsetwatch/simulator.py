@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
-from decoder.partitioner import partition_for
+from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"

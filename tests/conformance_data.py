@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from decoder.codec import Codec
-from decoder.records import AnyRecord
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.records import AnyRecord
 
 
 def decode_run(conformance_dir: Path, run: str = "main") -> list[AnyRecord]:

@@ -112,7 +112,7 @@ def kafka_properties_from_env(
     `reserved` are options of some command (OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES), not
     properties.
     """
-    from exporter.config import kafka_property_name
+    from offsetwatch.exporter.config import kafka_property_name
 
     out = []
     for key in sorted(environ):

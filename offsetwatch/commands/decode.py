@@ -176,7 +176,7 @@ def parse_partition(text: str) -> int:
 def parse_type(text: str) -> frozenset[int]:
     """A record type name (offset_commit), Kafka's schema name (OffsetCommit) or a key type
     number -> the key types it covers, as unsigned 16-bit values (how the key starts)."""
-    from decoder.registry import RECORD_TYPES
+    from offsetwatch.decoder.registry import RECORD_TYPES
 
     wanted = text.strip()
     try:
@@ -448,8 +448,8 @@ Render = Callable[[Any, "str | None"], Any]
 
 def _renderer(fmt: str) -> Render:
     """record, transaction status -> output line (str), canonical dict (avro), or None (skip)."""
-    from decoder import Canonical, KafkaJson
-    from decoder.canonical import dumps
+    from offsetwatch.decoder import Canonical, KafkaJson
+    from offsetwatch.decoder.canonical import dumps
 
     if fmt in ("json", "avro"):
         canonical = Canonical()
@@ -476,7 +476,7 @@ def _renderer(fmt: str) -> Render:
 
 
 def _error_line(message: str) -> str:
-    from decoder.canonical import dumps
+    from offsetwatch.decoder.canonical import dumps
 
     return dumps({"error": message})
 
@@ -485,8 +485,8 @@ class DecodeLoop:
     """Turns input chunks into output items, applying the filters."""
 
     def __init__(self, args: argparse.Namespace, one_per_line: bool, reporter: Reporter) -> None:
-        from decoder import Codec, DecodeError, group_of
         from offsetwatch.decode_inputs import InputRecord, Notice
+        from offsetwatch.decoder import Codec, DecodeError, group_of
 
         self._decode_error = DecodeError
         self._group_of = group_of
@@ -675,7 +675,7 @@ def run(
         raise UsageError("--format avro writes a binary container file: give --output FILE")
     if args.format == "avro":
         try:
-            from decoder.avro import AvroCodec, AvroError
+            from offsetwatch.decoder.avro import AvroCodec, AvroError
         except ImportError as error:
             raise UsageError(f"--format avro is not available here: {error}") from None
     source = _open_source(args, option_env_names((commands or {}).values()))

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from exporter.snapshot import Snapshot
     from offsetwatch.commands import Subparsers
+    from offsetwatch.exporter.snapshot import Snapshot
     from offsetwatch.simulator import GroupPlan
 
 DESCRIPTION = """\
@@ -78,7 +78,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def _status_name(value: int) -> str:
-    from exporter.status import Status
+    from offsetwatch.exporter.status import Status
 
     return Status(value).name
 
@@ -131,9 +131,9 @@ def _plain_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporter.config import ExporterConfig
-    from exporter.service import ExporterService
     from offsetwatch.commands import UsageError
+    from offsetwatch.exporter.config import ExporterConfig
+    from offsetwatch.exporter.service import ExporterService
     from offsetwatch.mock_cluster import MockCluster
     from offsetwatch.simulator import ClusterSimulator
 

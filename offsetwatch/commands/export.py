@@ -49,7 +49,7 @@ examples:
 
 
 def register(subparsers: Subparsers) -> argparse.ArgumentParser:
-    from exporter.config import add_arguments
+    from offsetwatch.exporter.config import add_arguments
 
     parser = subparsers.add_parser(
         "export",
@@ -64,8 +64,8 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporter.config import ConfigError, load_config
-    from exporter.service import ExporterService
+    from offsetwatch.exporter.config import ConfigError, load_config
+    from offsetwatch.exporter.service import ExporterService
 
     try:
         config = load_config(args, os.environ)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from exporter.log_throttle import RepeatFilter
+    from offsetwatch.exporter.log_throttle import RepeatFilter
 
     for handler in logging.getLogger().handlers:
         handler.addFilter(RepeatFilter())

@@ -1,7 +1,8 @@
 """Hypothesis strategies for valid `__consumer_offsets` records, derived from the layouts.
 
 Nothing here knows a record type by name: every strategy is built from the `Wire`
-descriptions that `decoder.layout.field_layouts` exposes (kind, versions, nullability, tag,
+descriptions that `offsetwatch.decoder.layout.field_layouts` exposes (kind, versions,
+nullability, tag,
 default, item/struct), the same descriptions `codegen` compiles the readers and writers from.
 
 A generated record is *valid* and in the normal form the decoder produces:
@@ -24,15 +25,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from decoder.codegen import uuid_text
-from decoder.consumer_protocol import (
+from offsetwatch.decoder.codegen import uuid_text
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
-from decoder.layout import NO_TAGS, Kind, Tags, Wire, field_layouts, has_tags_field
-from decoder.records import GroupMetadataValue, MemberMetadata, Record
-from decoder.registry import RECORD_TYPES, RecordType
+from offsetwatch.decoder.layout import NO_TAGS, Kind, Tags, Wire, field_layouts, has_tags_field
+from offsetwatch.decoder.records import GroupMetadataValue, MemberMetadata, Record
+from offsetwatch.decoder.registry import RECORD_TYPES, RecordType
 
 #: value versions above the known range that types 0-2 accept (read with the newest layout)
 NEWER_VERSIONS = 2

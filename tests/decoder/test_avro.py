@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoder import Canonical, Codec
-from decoder.avro import (
+from offsetwatch.decoder import Canonical, Codec
+from offsetwatch.decoder.avro import (
     DOC_BEGIN,
     DOC_END,
     SCHEMA_FILE,
@@ -34,9 +34,9 @@ from decoder.avro import (
     update_doc,
     value_classes,
 )
-from decoder.canonical import dumps
-from decoder.layout import Kind, Tags, field_layouts
-from decoder.records import (
+from offsetwatch.decoder.canonical import dumps
+from offsetwatch.decoder.layout import Kind, Tags, field_layouts
+from offsetwatch.decoder.records import (
     AnyRecord,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -51,14 +51,14 @@ from decoder.records import (
     TopicPartitions,
     UnknownRecord,
 )
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.registry import RECORD_TYPES
 from tests.conformance_data import decode_run, run_names
 
 Canon = dict[str, Any]
 
 DOC_FILE = Path(__file__).resolve().parents[2] / "docs" / "canonical-schema.md"
-REGENERATE_SCHEMA = "python -m decoder.avro > decoder/offsetwatch_record.avsc"
-REGENERATE_DOC = "python -m decoder.avro --doc docs/canonical-schema.md"
+REGENERATE_SCHEMA = "python -m offsetwatch.decoder.avro > decoder/offsetwatch_record.avsc"
+REGENERATE_DOC = "python -m offsetwatch.decoder.avro --doc docs/canonical-schema.md"
 
 
 # ---------------------------------------------------------------------------------------------

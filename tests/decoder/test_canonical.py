@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from decoder import Canonical, Codec, group_of, identity_key
-from decoder.layout import field_layouts
-from decoder.records import (
+from offsetwatch.decoder import Canonical, Codec, group_of, identity_key
+from offsetwatch.decoder.layout import field_layouts
+from offsetwatch.decoder.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
     UnknownRecord,
 )
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.registry import RECORD_TYPES
 from tests.decoder.strategies import RealRecord, real_records
 
 TOP_LEVEL = {

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from decoder import Codec, DecodeError, KafkaJson
-from decoder.canonical import Canonical
-from decoder.records import OffsetCommitKey, OffsetCommitValue, Record
+from offsetwatch.decoder import Codec, DecodeError, KafkaJson
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from tests.decoder.strategies import CONFORMANCE_RUNS, RealRecord, real_records, run_info
 
 SHOW = 5  # mismatches quoted in a failure message

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decoder import Codec, DecodeError, KafkaJson
-from decoder.canonical import Canonical
-from decoder.records import Record, UnknownRecord
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder import Codec, DecodeError, KafkaJson
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.records import Record, UnknownRecord
+from offsetwatch.decoder.registry import RECORD_TYPES
 from tests.decoder import strategies as S
 from tests.decoder.strategies import RealRecord, real_records
 

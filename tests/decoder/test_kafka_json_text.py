@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decoder import Codec, DecodeError, KafkaJson, kafka_json
-from decoder.canonical import dumps
-from decoder.consumer_protocol import ConsumerProtocolSubscription, TopicPartitionList
-from decoder.layout import field_layouts
-from decoder.records import (
+from offsetwatch.decoder import Codec, DecodeError, KafkaJson, kafka_json
+from offsetwatch.decoder.canonical import dumps
+from offsetwatch.decoder.consumer_protocol import ConsumerProtocolSubscription, TopicPartitionList
+from offsetwatch.decoder.layout import field_layouts
+from offsetwatch.decoder.records import (
     AnyRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -30,7 +30,7 @@ from decoder.records import (
     Record,
     UnknownRecord,
 )
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.registry import RECORD_TYPES
 from tests.decoder import strategies as S
 from tests.decoder.strategies import real_records
 

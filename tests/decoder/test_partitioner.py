@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from decoder import Codec, group_of, partition_for
-from decoder.partitioner import DEFAULT_PARTITIONS, java_string_hash
+from offsetwatch.decoder import Codec, group_of, partition_for
+from offsetwatch.decoder.partitioner import DEFAULT_PARTITIONS, java_string_hash
 from tests.decoder.strategies import CONFORMANCE_RUNS, real_records, run_info
 
 

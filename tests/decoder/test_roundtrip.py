@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from decoder import Codec, KafkaJson
-from decoder.canonical import Canonical
-from decoder.layout import NO_TAGS, field_layouts
-from decoder.records import Record
-from decoder.registry import RECORD_TYPES
+from offsetwatch.decoder import Codec, KafkaJson
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.layout import NO_TAGS, field_layouts
+from offsetwatch.decoder.records import Record
+from offsetwatch.decoder.registry import RECORD_TYPES
 from tests.decoder import strategies as S
 
 CODEC = Codec()

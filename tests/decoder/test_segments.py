@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decoder.compression import XERIAL_MAGIC, compress, decompress, xxh32
-from decoder.errors import DecodeError
-from decoder.segments import (
+from offsetwatch.decoder.compression import XERIAL_MAGIC, compress, decompress, xxh32
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.segments import (
     Batch,
     Codec,
     ControlSpec,

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from decoder import Codec, DecodeError, KafkaJson
-from decoder.consumer_protocol import (
+from offsetwatch.decoder import Codec, DecodeError, KafkaJson
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     TopicPartitionList,
 )
-from decoder.layout import ZERO_UUID, Tags, field_layouts
-from decoder.records import (
+from offsetwatch.decoder.layout import ZERO_UUID, Tags, field_layouts
+from offsetwatch.decoder.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentValue,

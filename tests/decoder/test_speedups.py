@@ -1,4 +1,4 @@
-"""The C accelerator (decoder._speedups) agrees with the pure-Python path on everything.
+"""The C accelerator (offsetwatch.decoder._speedups) agrees with the pure-Python path on everything.
 
 `Codec()` decodes through decoder/_speedups.c when it is built; `Codec(accelerate=False)` is
 the pure-Python reference. Every comparison here decodes the same bytes with both and wants
@@ -27,15 +27,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from decoder.codec import (
+from offsetwatch.decoder.codec import (
     NO_SPEEDUPS_ENV,
     Codec,
     Message,
     configure_speedups,
     speedups_status,
 )
-from decoder.errors import DecodeError
-from decoder.records import OffsetCommitValue, Record
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.records import OffsetCommitValue, Record
 from tests.decoder import strategies as S
 from tests.decoder.strategies import RealRecord, real_records
 
@@ -498,7 +498,7 @@ def test_no_leaks_on_the_paths_that_hand_over_to_python(
 
 
 def test_speedups_module_rejects_misuse(pair: tuple[Codec, Codec]) -> None:
-    speedups = importlib.import_module("decoder._speedups")
+    speedups = importlib.import_module("offsetwatch.decoder._speedups")
     with pytest.raises(TypeError):
         speedups.decode({}, 1, b"")
     with pytest.raises(TypeError):

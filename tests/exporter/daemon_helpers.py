@@ -24,11 +24,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from decoder.canonical import Canonical
-from decoder.partitioner import partition_for
-from exporter.config import ExporterConfig
-from exporter.service import ExporterService
-from exporter.state import OffsetState
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.partitioner import partition_for
+from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.state import OffsetState
 from offsetwatch.record_factory import Member, RecordFactory
 from tests.kafka_fixtures import OFFSETS_TOPIC, ClusterControl, fill_partitions, produce_raw
 

@@ -12,10 +12,10 @@ from typing import Any
 import fastavro
 import pytest
 
-from decoder import Canonical
-from decoder.avro import AvroCodec
-from decoder.canonical import dumps
-from exporter.archive import INPROGRESS, ArchiveError, ArchiveWriter, partition_of
+from offsetwatch.decoder import Canonical
+from offsetwatch.decoder.avro import AvroCodec
+from offsetwatch.decoder.canonical import dumps
+from offsetwatch.exporter.archive import INPROGRESS, ArchiveError, ArchiveWriter, partition_of
 from tests.conformance_data import decode_run
 
 Canon = dict[str, Any]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.checkpoint import load_checkpoint
-from exporter.kafka_source import OFFSETS_TOPIC
-from exporter.service import ExporterService
+from offsetwatch.exporter.checkpoint import load_checkpoint
+from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC
+from offsetwatch.exporter.service import ExporterService
 from tests.exporter.daemon_helpers import (
     DATA_LOG_ENDS,
     DATA_TOPIC,

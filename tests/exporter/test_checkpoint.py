@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-import exporter.checkpoint as checkpoint_module
-from decoder.layout import ZERO_UUID
-from decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from exporter.checkpoint import (
+import offsetwatch.exporter.checkpoint as checkpoint_module
+from offsetwatch.decoder.layout import ZERO_UUID
+from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
+from offsetwatch.exporter.checkpoint import (
     COLUMNS,
     FORMAT_VERSION,
     MAGIC,
@@ -28,7 +28,7 @@ from exporter.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from exporter.state import GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.state import GroupState, OffsetState, PartitionTable
 from tests.conformance_data import decode_run
 
 META = CheckpointMeta.for_cluster("__consumer_offsets", "cluster-A", "kafka-1:9092,kafka-2:9092")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import (
+from offsetwatch.exporter.config import (
     DEFAULT_HTTP_PORT,
     MASK,
     ConfigError,

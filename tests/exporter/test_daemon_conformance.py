@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.service import ExporterService
+from offsetwatch.exporter.service import ExporterService
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     ConformanceRun,

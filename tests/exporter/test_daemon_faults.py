@@ -12,17 +12,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from decoder.canonical import Canonical, identity_key
-from decoder.codec import Codec
-from decoder.records import Record
-from exporter.kafka_source import OFFSETS_TOPIC
-from exporter.publisher import (
+from offsetwatch.decoder.canonical import Canonical, identity_key
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.records import Record
+from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC
+from offsetwatch.exporter.publisher import (
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from exporter.state import OffsetState
+from offsetwatch.exporter.state import OffsetState
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Raw,

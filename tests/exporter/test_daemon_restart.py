@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.checkpoint import load_checkpoint
-from exporter.service import ExporterService
+from offsetwatch.exporter.checkpoint import load_checkpoint
+from offsetwatch.exporter.service import ExporterService
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Raw,
@@ -171,7 +171,7 @@ def test_checkpoint_out_of_range_falls_back_to_a_full_rebuild(
     }
     assert "billing-5" in gone
 
-    caplog.set_level(logging.WARNING, logger="exporter.daemon")
+    caplog.set_level(logging.WARNING, logger="offsetwatch.exporter.daemon")
     rebuilt, ingested, start = _run_to_end(cluster, checkpoint)
     assert start == saved.positions  # it did try the checkpoint
     assert any("out of range" in r.getMessage() for r in caplog.records)

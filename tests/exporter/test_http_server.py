@@ -21,10 +21,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.process_collector import ProcessCollector
 
-from exporter.api import group_detail, groups_list, readiness, to_json
-from exporter.http_server import METRICS_CONTENT_TYPE, ExporterHttpServer, accepts_gzip
-from exporter.metrics import MetricsConfig, SnapshotCollector
-from exporter.stats import PipelineStats
+from offsetwatch.exporter.api import group_detail, groups_list, readiness, to_json
+from offsetwatch.exporter.http_server import METRICS_CONTENT_TYPE, ExporterHttpServer, accepts_gzip
+from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.stats import PipelineStats
 from tests.exporter.test_metrics import NOW, ODD_GROUP, Holder, build, sample_state
 
 

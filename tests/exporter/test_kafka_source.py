@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from exporter.kafka_source import (
+from offsetwatch.exporter.kafka_source import (
     REDACTED,
     OffsetOutOfRange,
     OffsetsTopicSource,
@@ -138,7 +138,7 @@ def test_consumer_config_never_commits() -> None:
 
 
 def test_source_config_is_logged_redacted(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="exporter.kafka_source")
+    caplog.set_level("INFO", logger="offsetwatch.exporter.kafka_source")
     source = OffsetsTopicSource(
         {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "hunter2", "log_level": 0}
     )

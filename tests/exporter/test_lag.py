@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.lag import (
+from offsetwatch.exporter.lag import (
     DEFAULT_MAX_SAMPLES,
     DEFAULT_SAMPLE_INTERVAL_MS,
     LagSeconds,

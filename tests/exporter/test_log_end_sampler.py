@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from exporter.log_end_sampler import LogEndSampler, TopicPartitionKey
+from offsetwatch.exporter.log_end_sampler import LogEndSampler, TopicPartitionKey
 from tests.kafka_fixtures import MockCluster, create_data_topic, fill_partitions, wait_until
 
 Samples = list[tuple[int, dict[TopicPartitionKey, int | None]]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from exporter.log_throttle import RepeatFilter
+from offsetwatch.exporter.log_throttle import RepeatFilter
 
 
 def _record(text: str, level: int = logging.WARNING) -> logging.LogRecord:

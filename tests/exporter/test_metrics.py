@@ -16,13 +16,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from decoder.consumer_protocol import (
+from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocol,
     ConsumerProtocolAssignment,
     TopicPartitionList,
 )
-from decoder.layout import ZERO_UUID
-from decoder.records import (
+from offsetwatch.decoder.layout import ZERO_UUID
+from offsetwatch.decoder.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -30,20 +30,20 @@ from decoder.records import (
     OffsetCommitValue,
     Record,
 )
-from exporter.api import owner_index
-from exporter.group_views import GroupView, MemberView
-from exporter.lag import LogEndHistory
-from exporter.metrics import (
+from offsetwatch.exporter.api import owner_index
+from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.lag import LogEndHistory
+from offsetwatch.exporter.metrics import (
     ALIAS_FAMILIES,
     FAMILIES,
     MetricsConfig,
     SnapshotCollector,
     escape_label_value,
 )
-from exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRows
-from exporter.state import OffsetState
-from exporter.stats import PipelineStats
-from exporter.status import Status
+from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRows
+from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.status import Status
 from tests.conformance_data import decode_run
 
 REPO = Path(__file__).resolve().parents[2]

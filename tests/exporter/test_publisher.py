@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.publisher import (
+from offsetwatch.exporter.publisher import (
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,

@@ -4,7 +4,8 @@
   same parser; amtool checks the Alertmanager example (marked `prometheus`: skipped locally
   without the binaries, failed under CI=true).
 * Every metric name the rules, the rule tests and the dashboard use is one the exporter really
-  exposes (`exporter.metrics.FAMILIES` / `ALIAS_FAMILIES`), a recording rule of the rules file,
+  exposes (`offsetwatch.exporter.metrics.FAMILIES` / `ALIAS_FAMILIES`), a recording rule of
+  the rules file,
   or a standard Prometheus series; label names are the documented ones.
 * The dashboard JSON is well formed: a data source and targets on every panel, the
   `${DS_PROMETHEUS}` variable, group/topic variables, status mappings equal to `Status`.
@@ -28,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from exporter.metrics import ALIAS_FAMILIES, FAMILIES, FamilySpec
-from exporter.status import Status
+from offsetwatch.exporter.metrics import ALIAS_FAMILIES, FAMILIES, FamilySpec
+from offsetwatch.exporter.status import Status
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = REPO_ROOT / "grafana"
