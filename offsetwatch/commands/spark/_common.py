@@ -1,0 +1,74 @@
+"""Options every `offsetwatch spark` job shares, and the session they describe."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from offsetwatch.commands import Repeat, UsageError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from offsetwatch.spark_jobs.session import SparkSettings
+
+
+def add_spark_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Spark")
+    group.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[*] (default), local-cluster[2,1,1024], spark://HOST:7077, "
+        "yarn, k8s://https://HOST:443",
+    )
+    group.add_argument(
+        "--conf",
+        action=Repeat,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark property, repeatable (e.g. --conf spark.executor.memory=4g)",
+    )
+    group.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spark.sql.shuffle.partitions (default: 2 x cores in local mode, Spark's otherwise)",
+    )
+    group.add_argument(
+        "--ship-package",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="zip offsetwatch and send it to the executors (default: on unless local mode)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace, app_name: str) -> SparkSettings:
+    from offsetwatch.spark_jobs.session import SparkSettings
+
+    conf: dict[str, str] = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
+        conf[key.strip()] = value
+    shuffle = args.shuffle_partitions
+    if shuffle is not None and shuffle < 1:
+        raise UsageError("--shuffle-partitions must be at least 1")
+    if shuffle is None and args.master.startswith("local"):
+        import os
+
+        shuffle = 2 * (os.cpu_count() or 1)
+    return SparkSettings(
+        master=args.master,
+        app_name=f"offsetwatch-{app_name}",
+        conf=conf,
+        ship_package=args.ship_package,
+        shuffle_partitions=shuffle,
+    )
+
+
+def session_from_args(args: argparse.Namespace, app_name: str) -> SparkSession:
+    from offsetwatch.spark_jobs.session import get_session
+
+    return get_session(settings_from_args(args, app_name))

@@ -1,0 +1,146 @@
+"""Schemas of the history lake's tables and of the analytics outputs: the contract between jobs.
+
+`offsetwatch spark compact` writes `commits`, `group_events` and `log_ends` (Parquet, partitioned
+by `date`); analytics read them and produce `episodes`; alerting turns episodes into `alerts`.
+Every timestamp is epoch milliseconds (UTC); `date` is the UTC date of the row's event time.
+`source_partition`/`source_offset` locate the `__consumer_offsets` record a row came from (the
+dedupe key of the at-least-once archive); log-end samples have none.
+
+Lake layout: `LAKE/<table>/date=YYYY-MM-DD/part-*.parquet`, plus `LAKE/_offsetwatch/` for the
+incremental bookkeeping and `LAKE/quarantine/` for input that could not be read.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+COMMITS: Final = "commits"
+GROUP_EVENTS: Final = "group_events"
+LOG_ENDS: Final = "log_ends"
+QUARANTINE: Final = "quarantine"
+LAKE_TABLES: Final = (COMMITS, GROUP_EVENTS, LOG_ENDS)
+
+
+def _fields(*fields: tuple[str, object, bool]) -> StructType:
+    return StructType([StructField(name, kind, nullable) for name, kind, nullable in fields])  # type: ignore[arg-type]
+
+
+#: kind: "commit" (an offset commit) or "delete" (a tombstone: offset deleted or expired);
+#: offset/leader_epoch/metadata/commit_ts/expire_ts are null for deletions.
+#: txn: "none" (plain commit), "committed", "aborted" or "pending" where the source knows the
+#: transaction's outcome (segments); "unknown" when a transactional commit's outcome was not seen.
+COMMITS_SCHEMA: Final = _fields(
+    ("group", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("kind", StringType(), False),
+    ("offset", LongType(), True),
+    ("leader_epoch", IntegerType(), True),
+    ("metadata", StringType(), True),
+    ("commit_ts", LongType(), True),
+    ("expire_ts", LongType(), True),
+    ("record_ts", LongType(), False),
+    ("txn", StringType(), False),
+    ("source_partition", IntegerType(), False),
+    ("source_offset", LongType(), False),
+    ("date", DateType(), False),
+)
+
+#: event: one of GROUP_EVENT_KINDS. group_type: classic | consumer | share | streams.
+#: generation: the classic generation or the KIP-848 group epoch (member epoch for member rows).
+#: detail: the event's other fields as compact JSON (assignment, protocol, reason, ...).
+GROUP_EVENTS_SCHEMA: Final = _fields(
+    ("group", StringType(), False),
+    ("group_type", StringType(), False),
+    ("event", StringType(), False),
+    ("ts", LongType(), False),
+    ("generation", IntegerType(), True),
+    ("state", StringType(), True),
+    ("member_id", StringType(), True),
+    ("client_id", StringType(), True),
+    ("client_host", StringType(), True),
+    ("detail", StringType(), True),
+    ("source_partition", IntegerType(), False),
+    ("source_offset", LongType(), False),
+    ("date", DateType(), False),
+)
+
+GROUP_EVENT_KINDS: Final = (
+    "generation",  # a new classic generation / KIP-848 group epoch: a rebalance
+    "member_join",
+    "member_leave",
+    "assignment",  # a member's assignment (KIP-848 target or current assignment) changed
+    "state",  # the group's state changed (Empty/Stable/...)
+    "group_deleted",  # the group's metadata tombstone
+)
+
+LOG_ENDS_SCHEMA: Final = _fields(
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("log_end_offset", LongType(), False),
+    ("sampled_at_ms", LongType(), False),
+    ("date", DateType(), False),
+)
+
+#: kind: stall | stop | rewind | lag_slo | commit_rate_anomaly | rebalance_storm.
+#: end_ms null: the episode is still open at the end of the data. size: the episode's magnitude
+#: in its own unit (messages waiting, offsets rewound, lag seconds, commits, rebalances), given
+#: in `unit`. topic/partition are null for group-level episodes.
+EPISODES_SCHEMA: Final = _fields(
+    ("kind", StringType(), False),
+    ("group", StringType(), False),
+    ("topic", StringType(), True),
+    ("partition", IntegerType(), True),
+    ("start_ms", LongType(), False),
+    ("end_ms", LongType(), True),
+    ("size", DoubleType(), True),
+    ("unit", StringType(), True),
+    ("detail", StringType(), True),
+)
+
+EPISODE_KINDS: Final = (
+    "stall",
+    "stop",
+    "rewind",
+    "lag_slo",
+    "commit_rate_anomaly",
+    "rebalance_storm",
+)
+
+#: One alert per episode. `active` false once the episode ended (ends_at set).
+ALERTS_SCHEMA: Final = _fields(
+    ("alert_id", StringType(), False),
+    ("name", StringType(), False),
+    ("severity", StringType(), False),
+    ("group", StringType(), False),
+    ("topic", StringType(), True),
+    ("partitions", StringType(), True),
+    ("starts_at", LongType(), False),
+    ("ends_at", LongType(), True),
+    ("active", BooleanType(), False),
+    ("value", DoubleType(), True),
+    ("summary", StringType(), False),
+    ("description", StringType(), False),
+    ("runbook_url", StringType(), True),
+)
+
+#: Input that could not be read: one row per bad line / Avro block / segment batch / message.
+QUARANTINE_SCHEMA: Final = _fields(
+    ("source", StringType(), False),
+    ("file", StringType(), True),
+    ("position", LongType(), True),
+    ("reason", StringType(), False),
+    ("error", StringType(), True),
+    ("raw", StringType(), True),
+)
