@@ -16,17 +16,54 @@ framings Kafka really uses, all handled here through `cramjam`:
 * zstd: a standard zstd frame (magic 2 only; Kafka rejects zstd in legacy messages).
 
 Errors are `DecodeError(part="batch")`; callers pass the file position of the batch.
+
+Decompression bombs: a few kilobytes of zstd can expand to gigabytes. Every codec decompresses
+into a bounded buffer (`limit` bytes, growing geometrically from a guess, never past the limit),
+so a bomb costs at most about `limit` bytes of memory and raises `DecompressedSizeError` instead
+of exhausting the machine. Snappy blocks announce their length up front, which is checked
+before anything is allocated.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 import cramjam
 
 from offsetwatch.decoder.errors import DecodeError
 
-__all__ = ["XERIAL_MAGIC", "Codec", "compress", "decompress", "xxh32"]
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "DEFAULT_MAX_RECORD_BYTES",
+    "XERIAL_MAGIC",
+    "Codec",
+    "DecompressedSizeError",
+    "batch_limit",
+    "compress",
+    "decompress",
+    "xxh32",
+]
+
+#: Default bound on one batch's decompressed records section. Brokers cap a batch's
+#: *compressed* size with message.max.bytes (1 MiB by default); the group coordinator's own
+#: batches decompress to a few MiB at most. 256 MiB is far above any real batch and still
+#: bounds the memory a hostile one can take.
+DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
+#: Producers check each record's uncompressed size against max.request.size (1 MiB by
+#: default); 64 MiB per record leaves room for huge group-metadata records.
+DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
+_FIRST_GUESS_MIN = 64 * 1024
+_GROWTH = 8
+
+
+class DecompressedSizeError(DecodeError):
+    """A compressed payload expands past the configured bound (a decompression bomb)."""
+
+
+def batch_limit(record_count: int, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> int:
+    """The decompressed-size bound of a batch that claims `record_count` records."""
+    return min(max_batch_bytes, max(1, record_count) * DEFAULT_MAX_RECORD_BYTES)
 
 
 class Codec(IntEnum):
@@ -54,21 +91,29 @@ _LZ4_BLOCK = 64 * 1024  # Kafka's KafkaLZ4BlockOutputStream default (BD = 0x40)
 
 
 def decompress(
-    codec: int, data: bytes | memoryview, *, magic: int = 2, position: int | None = None
+    codec: int,
+    data: bytes | memoryview,
+    *,
+    magic: int = 2,
+    position: int | None = None,
+    limit: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> bytes:
-    """Decompress a records section / wrapper value written with `codec`."""
+    """Decompress a records section / wrapper value written with `codec`, at most `limit` bytes
+    (`DecompressedSizeError` beyond)."""
     try:
         if codec == Codec.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(
+                cramjam.gzip.decompress_into, data, limit, _gzip_size_hint(data), codec, position
+            )
         if codec == Codec.SNAPPY:
-            return _snappy_decompress(bytes(data), position)
+            return _snappy_decompress(bytes(data), position, limit)
         if codec == Codec.LZ4:
             raw = bytes(data)
             if magic == 0:
                 raw = _lz4_repair_header_checksum(raw)
-            return bytes(cramjam.lz4.decompress(raw))
+            return _bounded(cramjam.lz4.decompress_into, raw, limit, 0, codec, position)
         if codec == Codec.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, data, limit, 0, codec, position)
     except DecodeError:
         raise
     except Exception as exc:  # cramjam.DecompressionError and friends
@@ -105,18 +150,64 @@ def _codec_name(codec: int) -> str:
         return f"unknown({codec})"
 
 
+def _too_big(codec: int, limit: int, position: int | None) -> DecompressedSizeError:
+    return DecompressedSizeError(
+        f"codec {_codec_name(codec)}: decompressed size over the limit of {limit} bytes "
+        "(a decompression bomb, or raise the limit: --max-batch-bytes)",
+        part="batch",
+        byte_position=position,
+    )
+
+
+def _bounded(
+    decompress_into: Any,
+    data: bytes | memoryview,
+    limit: int,
+    hint: int,
+    codec: int,
+    position: int | None,
+) -> bytes:
+    """Decompress into buffers growing from a guess up to limit + 1 bytes: one byte more than
+    the limit tells a payload of exactly `limit` bytes from a bigger one without ever holding
+    more than the bound."""
+    size = min(limit + 1, max(_FIRST_GUESS_MIN, hint + 1, _GROWTH * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            if size > limit:
+                raise _too_big(codec, limit, position) from None
+            size = min(limit + 1, size * _GROWTH)
+            continue
+        if n > limit:
+            raise _too_big(codec, limit, position)
+        return bytes(memoryview(out)[:n])
+
+
+def _gzip_size_hint(data: bytes | memoryview) -> int:
+    """ISIZE, the gzip trailer's uncompressed size (mod 2^32): right for single-member streams."""
+    if len(data) < 18:
+        return 0
+    return int.from_bytes(bytes(data[-4:]), "little")
+
+
 # --- snappy -----------------------------------------------------------------------------------
 
 
-def _snappy_decompress(data: bytes, position: int | None) -> bytes:
+def _snappy_decompress(data: bytes, position: int | None, limit: int) -> bytes:
     if data.startswith(XERIAL_MAGIC):
-        return _snappy_xerial_decompress(data, position)
+        return _snappy_xerial_decompress(data, position, limit)
     if data.startswith(_SNAPPY_FRAMED_MAGIC):
-        return bytes(cramjam.snappy.decompress(data))
+        return _bounded(cramjam.snappy.decompress_into, data, limit, 0, Codec.SNAPPY, position)
+    if cramjam.snappy.decompress_raw_len(data) > limit:
+        raise _too_big(Codec.SNAPPY, limit, position)
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
-def _snappy_xerial_decompress(data: bytes, position: int | None) -> bytes:
+def _snappy_xerial_decompress(data: bytes, position: int | None, limit: int) -> bytes:
     if len(data) < len(_XERIAL_HEADER):
         raise DecodeError(
             "codec snappy: truncated xerial header", part="batch", byte_position=position
@@ -124,6 +215,7 @@ def _snappy_xerial_decompress(data: bytes, position: int | None) -> bytes:
     pos = len(_XERIAL_HEADER)
     end = len(data)
     out: list[bytes] = []
+    total = 0
     while pos < end:
         if pos + 4 > end:
             raise DecodeError(
@@ -137,7 +229,11 @@ def _snappy_xerial_decompress(data: bytes, position: int | None) -> bytes:
                 part="batch",
                 byte_position=position,
             )
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        chunk = data[pos : pos + size]
+        total += cramjam.snappy.decompress_raw_len(chunk)
+        if total > limit:
+            raise _too_big(Codec.SNAPPY, limit, position)
+        out.append(bytes(cramjam.snappy.decompress_raw(chunk)))
         pos += size
     return b"".join(out)
 

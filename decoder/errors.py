@@ -51,7 +51,16 @@ class DecodeError(ValueError):
     def kind(self) -> str:
         """A short, stable label for metrics (`decode_errors_total{reason=...}`)."""
         text = self.reason.lower()
-        for label in ("truncated", "trailing", "version", "length", "crc", "codec", "type"):
+        for label in (
+            "limit",
+            "truncated",
+            "trailing",
+            "version",
+            "length",
+            "crc",
+            "codec",
+            "type",
+        ):
             if label in text:
                 return label
         return "malformed"

@@ -12,7 +12,11 @@ Error policy:
 * Bad bytes in the middle of a segment (unknown magic, impossible lengths, malformed records,
   undecompressable payloads, a CRC mismatch while `verify_crc=True`) raise
   `DecodeError(part="batch", byte_position=<file position>)`. The position is the batch start,
-  or the exact byte for malformed records of an uncompressed batch.
+  or the exact byte for malformed records of an uncompressed batch. With `on_error`, a batch
+  whose length is sound but whose content is bad is reported there and reading continues
+  with the next batch; only a broken length ends the file.
+* Decompressed size is bounded per batch (`max_batch_bytes`, `compression.batch_limit`): a
+  decompression bomb raises `DecompressedSizeError` after at most that much memory.
 * A batch that runs past the end of the data (a partial write at the end of the active segment,
   which Kafka can leave behind and truncates on recovery) is **not** an error: iteration stops
   and the generator returns a `TruncatedTail` (`SegmentReader.truncated_tail` keeps it for
@@ -35,14 +39,20 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Final, Literal
 
 import crc32c
 
-from offsetwatch.decoder.compression import Codec, compress, decompress
+from offsetwatch.decoder.compression import (
+    DEFAULT_MAX_BATCH_BYTES,
+    Codec,
+    batch_limit,
+    compress,
+    decompress,
+)
 from offsetwatch.decoder.errors import DecodeError
 
 __all__ = [
@@ -87,6 +97,8 @@ _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
 _Buffer = bytes | bytearray | memoryview | mmap.mmap
+#: receives the error of a soundly framed batch whose content is bad; reading goes on
+OnError = Callable[[DecodeError], None]
 
 TxnStatus = Literal["committed", "aborted", "pending"]
 COMMITTED: Final = "committed"
@@ -564,7 +576,7 @@ def _decode_control(
     return ControlRecord(offset, ts, marker, coordinator_epoch, pid, epoch)
 
 
-def _decode_v2(body: bytes, position: int, verify_crc: bool) -> Batch:
+def _decode_v2(body: bytes, position: int, verify_crc: bool, max_batch_bytes: int) -> Batch:
     if len(body) < V2_HEADER_SIZE:
         raise _error(
             f"batch length {len(body) - LOG_OVERHEAD} below the v2 minimum {_V2_MIN_LENGTH}",
@@ -625,7 +637,13 @@ def _decode_v2(body: bytes, position: int, verify_crc: bool) -> Batch:
     else:
         header = BatchHeader(*(getattr(h, name) for name in _HEADER_FIELDS))
     if codec_id:
-        buf = decompress(codec_id, memoryview(body)[V2_HEADER_SIZE:], magic=2, position=position)
+        buf = decompress(
+            codec_id,
+            memoryview(body)[V2_HEADER_SIZE:],
+            magic=2,
+            position=position,
+            limit=batch_limit(count, max_batch_bytes),
+        )
         start = 0
         error_base = position  # positions inside decompressed data are not file positions
     else:
@@ -716,7 +734,7 @@ def _parse_legacy_message(
     return offset, crc, crc_ok, magic, attributes, timestamp, key, value
 
 
-def _decode_legacy(body: bytes, position: int, verify_crc: bool) -> Batch:
+def _decode_legacy(body: bytes, position: int, verify_crc: bool, max_batch_bytes: int) -> Batch:
     try:
         offset, crc, crc_ok, magic, attributes, timestamp, key, value = _parse_legacy_message(
             body, 0, len(body)
@@ -736,7 +754,7 @@ def _decode_legacy(body: bytes, position: int, verify_crc: bool) -> Batch:
     else:
         if value is None:
             raise _error("compressed wrapper message without a value", position, offset)
-        inner = decompress(codec_id, value, magic=magic, position=position)
+        inner = decompress(codec_id, value, magic=magic, position=position, limit=max_batch_bytes)
         entries = []
         try:
             p = 0
@@ -810,7 +828,11 @@ def _decode_legacy(body: bytes, position: int, verify_crc: bool) -> Batch:
 
 
 def _iter_buffer(
-    data: _Buffer, verify_crc: bool, base_position: int
+    data: _Buffer,
+    verify_crc: bool,
+    base_position: int,
+    on_error: OnError | None = None,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> Generator[Batch, None, TruncatedTail | None]:
     if isinstance(data, memoryview) and (data.format != "B" or data.ndim != 1):
         data = data.cast("B")
@@ -838,10 +860,20 @@ def _iter_buffer(
         body = data[pos:end]
         if type(body) is not bytes:
             body = bytes(body)
-        if magic == 2:
-            yield _decode_v2(body, position, verify_crc)
-        else:
-            yield _decode_legacy(body, position, verify_crc)
+        try:
+            if magic == 2:
+                batch = _decode_v2(body, position, verify_crc, max_batch_bytes)
+            else:
+                batch = _decode_legacy(body, position, verify_crc, max_batch_bytes)
+        except DecodeError as error:
+            # The length framed this batch soundly, so the next one starts at `end`: a bad
+            # batch costs only itself when the caller can take the error.
+            if on_error is None:
+                raise
+            on_error(error)
+            pos = end
+            continue
+        yield batch
         pos = end
     return None
 
@@ -864,7 +896,12 @@ def _tail(
 
 
 def iter_batches(
-    data: bytes | memoryview, *, verify_crc: bool = True, base_position: int = 0
+    data: bytes | memoryview,
+    *,
+    verify_crc: bool = True,
+    base_position: int = 0,
+    on_error: OnError | None = None,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> Generator[Batch, None, TruncatedTail | None]:
     """Decode every batch of a segment's bytes, in file order.
 
@@ -875,8 +912,14 @@ def iter_batches(
     The generator's return value (`StopIteration.value`, or `x = yield from ...`) is the
     `TruncatedTail` when the data ends inside a batch, else None; `SegmentReader` keeps it
     as an attribute for plain for loops.
+
+    `on_error`: called with the `DecodeError` of a batch whose length is sound but whose
+    content is bad (CRC, codec, decompression bomb, malformed records); iteration goes on with
+    the next batch. Without it the error is raised and iteration ends. A broken length always
+    raises: nothing after it can be framed. `max_batch_bytes` bounds one batch's decompressed
+    size (see `offsetwatch.decoder.compression.batch_limit`).
     """
-    return _iter_buffer(data, verify_crc, base_position)
+    return _iter_buffer(data, verify_crc, base_position, on_error, max_batch_bytes)
 
 
 class SegmentReader:
@@ -894,6 +937,8 @@ class SegmentReader:
         path: str | os.PathLike[str] | None = None,
         verify_crc: bool = True,
         base_position: int = 0,
+        on_error: OnError | None = None,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> None:
         if (data is None) == (path is None):
             raise ValueError("give exactly one of data and path")
@@ -901,20 +946,37 @@ class SegmentReader:
         self._path = path
         self.verify_crc = verify_crc
         self.base_position = base_position
+        self.on_error = on_error
+        self.max_batch_bytes = max_batch_bytes
         self.truncated_tail: TruncatedTail | None = None
 
     def __iter__(self) -> Iterator[Batch]:
         self.truncated_tail = None
         if self._data is not None:
-            gen = _iter_buffer(self._data, self.verify_crc, self.base_position)
+            gen = _iter_buffer(
+                self._data,
+                self.verify_crc,
+                self.base_position,
+                self.on_error,
+                self.max_batch_bytes,
+            )
         else:
             assert self._path is not None
-            gen = read_segment(self._path, verify_crc=self.verify_crc)
+            gen = read_segment(
+                self._path,
+                verify_crc=self.verify_crc,
+                on_error=self.on_error,
+                max_batch_bytes=self.max_batch_bytes,
+            )
         self.truncated_tail = yield from gen
 
 
 def read_segment(
-    path: str | os.PathLike[str], *, verify_crc: bool = True
+    path: str | os.PathLike[str],
+    *,
+    verify_crc: bool = True,
+    on_error: OnError | None = None,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> Generator[Batch, None, TruncatedTail | None]:
     """Batches of one `.log` file (memory-mapped); returns the truncated tail like
     `iter_batches` (with `path` set)."""
@@ -922,7 +984,7 @@ def read_segment(
         if os.fstat(f.fileno()).st_size == 0:
             return None
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            tail = yield from _iter_buffer(mm, verify_crc, 0)
+            tail = yield from _iter_buffer(mm, verify_crc, 0, on_error, max_batch_bytes)
     return None if tail is None else replace(tail, path=os.fspath(path))
 
 
@@ -932,7 +994,11 @@ def _segment_files(path: Path) -> list[Path]:
 
 
 def read_partition_dir(
-    path: str | os.PathLike[str], *, verify_crc: bool = True
+    path: str | os.PathLike[str],
+    *,
+    verify_crc: bool = True,
+    on_error: OnError | None = None,
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
 ) -> Generator[Batch, None, tuple[TruncatedTail, ...]]:
     """Batches of every `<baseOffset>.log` file of a partition directory, in base-offset order.
 
@@ -941,7 +1007,9 @@ def read_partition_dir(
     """
     tails: list[TruncatedTail] = []
     for file in _segment_files(Path(path)):
-        tail = yield from read_segment(file, verify_crc=verify_crc)
+        tail = yield from read_segment(
+            file, verify_crc=verify_crc, on_error=on_error, max_batch_bytes=max_batch_bytes
+        )
         if tail is not None:
             tails.append(tail)
     return tuple(tails)

@@ -233,8 +233,16 @@ class SegmentSource(Source):
     still-open ones come last with status "pending".
     """
 
-    def __init__(self, paths: Sequence[str], partitions: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        paths: Sequence[str],
+        partitions: frozenset[int] | None = None,
+        max_batch_bytes: int | None = None,
+    ) -> None:
+        from offsetwatch.decoder.compression import DEFAULT_MAX_BATCH_BYTES
         from offsetwatch.decoder.segments import partition_of_dir
+
+        self.max_batch_bytes = max_batch_bytes or DEFAULT_MAX_BATCH_BYTES
 
         groups: dict[Path, _PartitionFiles] = {}
 
@@ -297,7 +305,7 @@ class SegmentSource(Source):
                 )
             resolver = TransactionResolver()
             for file in item.files:
-                yield from self._read_file(file, partition, resolver)
+                yield from self._read_file(file, partition, resolver, self.max_batch_bytes)
             pending = resolver.pending()
             if pending:
                 yield Chunk(
@@ -310,7 +318,9 @@ class SegmentSource(Source):
                 )
 
     @staticmethod
-    def _read_file(file: Path, partition: int, resolver: TransactionResolver) -> Iterator[Chunk]:
+    def _read_file(
+        file: Path, partition: int, resolver: TransactionResolver, max_batch_bytes: int
+    ) -> Iterator[Chunk]:
         """One segment file; small batches are gathered into chunks of about
         SEGMENT_CHUNK_RECORDS records (a single-record batch per chunk would cost more in
         per-chunk work than its record costs to decode)."""
@@ -322,7 +332,14 @@ class SegmentSource(Source):
         done = 0  # bytes of the file already reported
         feed = resolver.feed
         items: list[Item] = []
-        reader = SegmentReader(path=file, verify_crc=False)
+
+        def bad_batch(error: DecodeError) -> None:
+            # the batch's length was sound: report it and go on with the next batch
+            items.append(BadInput(label, f"{error.at(partition, error.offset)}; batch skipped"))
+
+        reader = SegmentReader(
+            path=file, verify_crc=False, on_error=bad_batch, max_batch_bytes=max_batch_bytes
+        )
         try:
             for batch in reader:
                 header = batch.header

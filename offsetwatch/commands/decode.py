@@ -223,6 +223,26 @@ def parse_timeout(text: str) -> float:
 # -- parser ----------------------------------------------------------------------------------
 
 
+def parse_size(text: str) -> int:
+    """A byte count: 268435456, 256MiB, 1GiB, 64MB."""
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+    cleaned = text.strip().lower()
+    factor = 1
+    for suffix, multiplier in units.items():
+        if cleaned.endswith(suffix):
+            cleaned, factor = cleaned[: -len(suffix)].strip(), multiplier
+            break
+    try:
+        value = int(cleaned) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a byte count like 256MiB, got {text!r}"
+        ) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive byte count, got {text!r}")
+    return value
+
+
 def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "decode",
@@ -243,6 +263,15 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     source.add_argument(
         "--sample", action="store_true", help="decode the built-in sample (no Kafka needed)"
+    )
+    source.add_argument(
+        "--max-batch-bytes",
+        type=parse_size,
+        default=None,
+        metavar="BYTES",
+        help="segments: bound on one batch's decompressed size (default 256 MiB, and 64 MiB "
+        "per record the batch claims); a batch beyond it is reported as a decompression bomb "
+        "and skipped, never allocated",
     )
 
     live = parser.add_argument_group("live topic")
@@ -402,7 +431,7 @@ def _open_source(args: argparse.Namespace, reserved_env: Collection[str]) -> Sou
             raise UsageError(
                 "--input segments needs PATHs: .log files or __consumer_offsets-<p> directories"
             )
-        return inputs.SegmentSource(args.paths, partitions)
+        return inputs.SegmentSource(args.paths, partitions, args.max_batch_bytes)
     if args.paths:
         raise UsageError("the live topic takes no PATH (did you mean --input segments?)")
     config = inputs.client_config(args.bootstrap_server, args.isolation, properties)
