@@ -1,0 +1,195 @@
+"""`offsetwatch groups list|describe`: consumer groups like kafka-consumer-groups shows them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from offsetwatch.commands import UsageError
+from offsetwatch.commands._offset_common import (
+    CONNECTION_HELP,
+    OneLineErrors,
+    add_connection,
+    broker_from_args,
+    env_defaults,
+)
+
+if TYPE_CHECKING:
+    from offsetwatch.commands import Subparsers
+    from offsetwatch.offset_ops.broker import OffsetBroker
+    from offsetwatch.offset_ops.describe import GroupReport
+
+DESCRIPTION = """\
+Look at consumer groups, classic and KIP-848 (group.protocol=consumer) alike: their state,
+members and, per partition, the committed offset, the log end and the lag."""
+
+LIST_EPILOG = f"""\
+examples:
+  offsetwatch groups list --bootstrap-server broker1:9092
+  offsetwatch groups list --format csv > groups.csv
+
+{CONNECTION_HELP}
+"""
+
+DESCRIBE_EPILOG = f"""\
+examples:
+  # per partition: CURRENT-OFFSET, LOG-END-OFFSET, LAG and the owning member
+  offsetwatch groups describe payments --bootstrap-server broker1:9092
+  # every group, with lag in seconds and status from a running `offsetwatch export`
+  offsetwatch groups describe --all-groups --exporter http://localhost:9380
+  # members and their assignments; coordinator, state, type and epoch
+  offsetwatch groups describe payments --members
+  offsetwatch groups describe payments --state --format json
+
+Groups are described together: one DescribeGroups round, the offset fetches of all groups
+sent at once, one ListOffsets round for every partition.
+
+{CONNECTION_HELP}
+"""
+
+
+def register(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "groups",
+        help="list and describe consumer groups (offsets, log ends, lag, members)",
+        description=DESCRIPTION,
+    )
+    nested = parser.add_subparsers(
+        title="subcommands", metavar="SUBCOMMAND", dest="subcommand", parser_class=OneLineErrors
+    )
+
+    listing = nested.add_parser(
+        "list",
+        help="every consumer group with its type and state",
+        description="Every consumer group of the cluster with its type (CLASSIC, CONSUMER) "
+        "and state.",
+        epilog=LIST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_format(listing)
+    add_connection(listing)
+    listing.set_defaults(handler=run_list, command_parser=listing)
+    env_defaults(listing)
+
+    describe = nested.add_parser(
+        "describe",
+        help="offsets, log ends and lag per partition; members; state",
+        description=DESCRIPTION,
+        epilog=DESCRIBE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    describe.add_argument("groups", nargs="*", metavar="GROUP", help="group ids")
+    describe.add_argument(
+        "--all-groups", action="store_true", help="every group of the cluster (groups list)"
+    )
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument(
+        "--members", action="store_true", help="the members and their assignments instead"
+    )
+    view.add_argument(
+        "--state", action="store_true", help="coordinator, strategy, state, type, epoch instead"
+    )
+    describe.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="only these topics (repeatable)",
+    )
+    describe.add_argument(
+        "--exporter",
+        metavar="URL",
+        help="a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS",
+    )
+    _add_format(describe)
+    add_connection(describe)
+    describe.set_defaults(handler=run_describe, command_parser=describe)
+    env_defaults(describe, keep=frozenset({"exporter"}))
+    parser.set_defaults(handler=lambda _args: _usage(parser))
+    return parser
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output (table)"
+    )
+
+
+def run_list(args: argparse.Namespace) -> int:
+    return list_groups(args, broker_from_args(args))
+
+
+def list_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
+    from offsetwatch.offset_ops import OffsetOpsError, Unsupported
+    from offsetwatch.offset_ops.render import LISTING_HEADER, listing_rows, render
+
+    try:
+        listings = broker.list_groups()
+    except Unsupported as error:
+        raise UsageError(f"{error}: name the groups, `offsetwatch groups describe GROUP`") from None
+    except OffsetOpsError as error:
+        raise UsageError(str(error)) from None
+    sys.stdout.write(render(args.format, LISTING_HEADER, listing_rows(listings)))
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    if bool(args.groups) == args.all_groups:
+        raise UsageError("name the groups to describe, or give --all-groups (not both)")
+    return describe_groups(args, broker_from_args(args))
+
+
+def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
+    from offsetwatch.offset_ops import OffsetOpsError, Unsupported
+    from offsetwatch.offset_ops.describe import build_reports, fetch_exporter
+
+    try:
+        if args.all_groups:
+            try:
+                group_ids = [x.group_id for x in broker.list_groups()]
+            except Unsupported as error:
+                raise UsageError(f"{error}: --all-groups needs it; name the groups") from None
+        else:
+            group_ids = list(dict.fromkeys(args.groups))
+        exporter = fetch_exporter(args.exporter, group_ids) if args.exporter else None
+        reports = build_reports(broker, group_ids, args.topic, exporter)
+    except OffsetOpsError as error:
+        raise UsageError(str(error)) from None
+    unknown = [r.group_id for r in reports if not r.exists and not args.all_groups]
+    if unknown:
+        raise UsageError(f"unknown group {unknown[0]!r}: no members and no committed offsets")
+    if any(r.info is None for r in reports):
+        print(
+            "offsetwatch: note: the cluster cannot describe groups (no DescribeGroups): "
+            "members and state are unknown",
+            file=sys.stderr,
+        )
+    sys.stdout.write(_describe_output(args, reports))
+    return 0
+
+
+def _describe_output(args: argparse.Namespace, reports: list[GroupReport]) -> str:
+    from offsetwatch.offset_ops import render as r
+
+    with_exporter = bool(args.exporter)
+    if args.format == "json" and not (args.members or args.state):
+        return r.json_text([r.report_json(report, with_exporter) for report in reports])
+    if args.members:
+        rows = [row for report in reports for row in r.members_rows(report)]
+        return r.render(args.format, r.MEMBERS_HEADER, rows)
+    if args.state:
+        return r.render(args.format, r.STATE_HEADER, [r.state_row(report) for report in reports])
+    header = r.offsets_header(with_exporter)
+    if args.format == "csv":
+        rows = [row for report in reports for row in r.offsets_rows(report, with_exporter)]
+        return r.csv_text(header, rows)
+    return "\n".join(
+        r.table(header, r.offsets_rows(report, with_exporter)) + r.group_total(report)
+        for report in reports
+    )

@@ -1,0 +1,131 @@
+"""Group descriptions like `kafka-consumer-groups --describe`, from batched broker answers."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from offsetwatch.offset_ops.broker import LATEST, OffsetBroker
+from offsetwatch.offset_ops.model import (
+    GroupInfo,
+    MemberInfo,
+    OffsetOpsError,
+    TopicPartitionKey,
+    Unsupported,
+)
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionRow:
+    topic: str
+    partition: int
+    current: int | None
+    log_end: int | None
+    member: MemberInfo | None
+    lag_seconds: float | None = None
+    status: str | None = None
+
+    @property
+    def lag(self) -> int | None:
+        if self.current is None or self.log_end is None:
+            return None
+        return max(self.log_end - self.current, 0)
+
+
+@dataclass(slots=True)
+class GroupReport:
+    group_id: str
+    info: GroupInfo | None  # None: the cluster cannot describe groups
+    rows: list[PartitionRow]
+    exporter: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(row.lag or 0 for row in self.rows)
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.rows) or (self.info is not None and self.info.exists)
+
+
+def _describe(broker: OffsetBroker, group_ids: Sequence[str]) -> dict[str, GroupInfo] | None:
+    try:
+        return broker.describe_groups(group_ids)
+    except Unsupported:
+        return None
+
+
+def build_reports(
+    broker: OffsetBroker,
+    group_ids: Sequence[str],
+    topics: Collection[str] = (),
+    exporter: Mapping[str, dict[str, Any]] | None = None,
+) -> list[GroupReport]:
+    """One report per group: committed offsets, log ends and owners, in three batched rounds
+    (describe all groups, fetch all groups' offsets, list the log ends of every partition)."""
+    infos = _describe(broker, group_ids)
+    if topics:
+        counts = broker.partition_counts()
+        for topic in topics:
+            if topic not in counts:
+                raise OffsetOpsError(f"unknown topic {topic!r}")
+        named: list[TopicPartitionKey] | None = [
+            (t, p) for t in sorted(topics) for p in range(counts[t])
+        ]
+    else:
+        named = None
+    committed = broker.committed({group: named for group in group_ids})
+    owners: dict[str, dict[TopicPartitionKey, MemberInfo]] = {}
+    for group in group_ids:
+        info = None if infos is None else infos.get(group)
+        members = info.members if info is not None else ()
+        owners[group] = {
+            key: m for m in members for key in m.assignment if not topics or key[0] in topics
+        }
+    partitions = sorted({key for g in group_ids for key in (*committed[g], *owners[g])})
+    log_end = broker.list_offsets(partitions, LATEST)
+    reports = []
+    for group in group_ids:
+        extra = (exporter or {}).get(group, {})
+        live = {(p["topic"], p["partition"]): p for p in extra.get("partitions", [])}
+        rows = []
+        for key in sorted({*committed[group], *owners[group]}):
+            found = committed[group].get(key)
+            seen = live.get(key, {})
+            rows.append(
+                PartitionRow(
+                    key[0],
+                    key[1],
+                    None if found is None else found.offset,
+                    log_end.get(key),
+                    owners[group].get(key),
+                    seen.get("lag_seconds"),
+                    seen.get("status"),
+                )
+            )
+        info = None if infos is None else infos.get(group)
+        reports.append(GroupReport(group, info, rows, dict(extra)))
+    return reports
+
+
+def fetch_exporter(url: str, group_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each group's /api/v1/groups/{group} from a running `offsetwatch export` (missing groups
+    are left out: the exporter has not seen them)."""
+    base = url.rstrip("/")
+    out: dict[str, dict[str, Any]] = {}
+    for group in group_ids:
+        address = f"{base}/api/v1/groups/{urllib.parse.quote(group, safe='')}"
+        try:
+            with urllib.request.urlopen(address, timeout=10) as response:
+                out[group] = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            if error.code != 404:
+                raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
+    return out

@@ -1,0 +1,67 @@
+"""Records shared by the offset operations: what the broker reports about groups and offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+TopicPartitionKey: TypeAlias = tuple[str, int]
+
+# States in which a group has no members (classic and KIP-848 groups spell them alike).
+INACTIVE_STATES = frozenset({"EMPTY", "DEAD", "UNKNOWN"})
+
+
+class OffsetOpsError(Exception):
+    """A problem the operator must fix (bad input, a refused plan); nothing was written."""
+
+
+class Unsupported(OffsetOpsError):
+    """The cluster does not implement a request (librdkafka's mock lacks ListGroups and
+    DescribeGroups)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Committed:
+    """A committed offset with its metadata string and leader epoch (-1 when unknown)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True, frozen=True)
+class GroupListing:
+    group_id: str
+    type: str
+    state: str
+    is_simple: bool
+
+
+@dataclass(slots=True, frozen=True)
+class MemberInfo:
+    member_id: str
+    client_id: str
+    host: str
+    instance_id: str | None
+    assignment: tuple[TopicPartitionKey, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class GroupInfo:
+    """One group as DescribeGroups / ConsumerGroupDescribe report it."""
+
+    group_id: str
+    type: str
+    state: str
+    coordinator: str
+    assignor: str
+    is_simple: bool
+    members: tuple[MemberInfo, ...] = field(default=())
+
+    @property
+    def active(self) -> bool:
+        return bool(self.members) or self.state.upper() not in INACTIVE_STATES
+
+    @property
+    def exists(self) -> bool:
+        return self.state.upper() != "DEAD" or bool(self.members)

@@ -1,0 +1,218 @@
+"""Text, JSON and CSV views of group reports, reset plans and migration checks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from offsetwatch.offset_ops.describe import GroupReport, PartitionRow
+from offsetwatch.offset_ops.migrate import VerifyRow
+from offsetwatch.offset_ops.model import GroupListing
+from offsetwatch.offset_ops.plan import PlanRow
+
+Cell = str | int | float | None
+
+
+def _text(value: Cell) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    """Left-aligned columns two spaces apart, like Kafka's tools; unknown values print `-`."""
+    cells = [list(header)] + [[_text(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in cells
+    )
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return buffer.getvalue()
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def render(fmt: str, header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    if fmt == "csv":
+        return csv_text(header, rows)
+    if fmt == "json":
+        keys = [h.lower().replace("-", "_").replace("#", "") for h in header]
+        return json_text([dict(zip(keys, row, strict=True)) for row in rows])
+    return table(header, rows)
+
+
+# -- groups list ---------------------------------------------------------------------------
+
+LISTING_HEADER = ("GROUP", "TYPE", "STATE", "SIMPLE")
+
+
+def listing_rows(listings: Sequence[GroupListing]) -> list[list[Cell]]:
+    return [[x.group_id, x.type, x.state, "yes" if x.is_simple else "no"] for x in listings]
+
+
+# -- groups describe -----------------------------------------------------------------------
+
+
+def offsets_header(with_exporter: bool) -> tuple[str, ...]:
+    base = (
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
+    return (*base, "LAG-SECONDS", "STATUS") if with_exporter else base
+
+
+def _offsets_row(group: str, row: PartitionRow, with_exporter: bool) -> list[Cell]:
+    member = row.member
+    out: list[Cell] = [
+        group,
+        row.topic,
+        row.partition,
+        row.current,
+        row.log_end,
+        row.lag,
+        member.member_id if member else None,
+        member.host if member else None,
+        member.client_id if member else None,
+    ]
+    if with_exporter:
+        out += [row.lag_seconds, row.status]
+    return out
+
+
+def offsets_rows(report: GroupReport, with_exporter: bool) -> list[list[Cell]]:
+    return [_offsets_row(report.group_id, row, with_exporter) for row in report.rows]
+
+
+def group_total(report: GroupReport) -> str:
+    state = report.info.state if report.info else "state unknown"
+    return (
+        f"group {report.group_id}: {len(report.rows)} partitions, total lag "
+        f"{report.total_lag}, {state}\n"
+    )
+
+
+MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+
+
+def _assignment(keys: Sequence[tuple[str, int]]) -> str | None:
+    """`orders:0,1,2 refunds:0`, Kafka's `topic:partitions` per topic."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, partition in keys:
+        by_topic.setdefault(topic, []).append(str(partition))
+    return " ".join(f"{t}:{','.join(ps)}" for t, ps in by_topic.items()) or None
+
+
+def members_rows(report: GroupReport) -> list[list[Cell]]:
+    if report.info is None:
+        return []
+    return [
+        [
+            report.group_id,
+            m.member_id,
+            m.host,
+            m.client_id,
+            len(m.assignment),
+            _assignment(m.assignment),
+        ]
+        for m in report.info.members
+    ]
+
+
+STATE_HEADER = (
+    "GROUP",
+    "COORDINATOR (ID)",
+    "ASSIGNMENT-STRATEGY",
+    "STATE",
+    "TYPE",
+    "#MEMBERS",
+    "EPOCH",
+)
+
+
+def state_row(report: GroupReport) -> list[Cell]:
+    info = report.info
+    # confluent-kafka's description has no generation or epoch; the exporter knows them.
+    epoch = report.exporter.get("assignment_epoch")
+    if epoch is None:
+        epoch = report.exporter.get("generation")
+    if info is None:
+        return [report.group_id, None, None, "UNKNOWN", None, None, epoch]
+    return [
+        report.group_id,
+        info.coordinator or None,
+        info.assignor or None,
+        info.state,
+        info.type,
+        len(info.members),
+        epoch,
+    ]
+
+
+def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
+    header = offsets_header(with_exporter)
+    keys = [h.lower().replace("-", "_") for h in header]
+    info = report.info
+    return {
+        "group": report.group_id,
+        "state": info.state if info else None,
+        "type": info.type if info else None,
+        "coordinator": info.coordinator if info else None,
+        "assignment_strategy": info.assignor if info else None,
+        "generation": report.exporter.get("generation"),
+        "assignment_epoch": report.exporter.get("assignment_epoch"),
+        "status": report.exporter.get("status"),
+        "total_lag": report.total_lag,
+        "members": [dict(zip(MEMBERS_HEADER, row, strict=True)) for row in members_rows(report)],
+        "partitions": [
+            dict(zip(keys, row, strict=True)) for row in offsets_rows(report, with_exporter)
+        ],
+    }
+
+
+# -- offsets reset / migrate ---------------------------------------------------------------
+
+PLAN_HEADER = ("TOPIC", "PARTITION", "CURRENT", "NEW", "DELTA", "EFFECT", "NOTE")
+
+
+def plan_rows(rows: Sequence[PlanRow]) -> list[list[Cell]]:
+    return [
+        [r.topic, r.partition, r.current, r.target, r.delta, r.effect, r.note or None] for r in rows
+    ]
+
+
+VERIFY_HEADER = ("TOPIC", "PARTITION", "SOURCE-OFFSET", "TARGET-OFFSET", "METADATA", "CHECK")
+
+
+def verify_rows(rows: Sequence[VerifyRow]) -> list[list[Cell]]:
+    return [
+        [
+            r.topic,
+            r.partition,
+            r.expected.offset,
+            None if r.found is None else r.found.offset,
+            r.expected.metadata or None,
+            "ok" if r.ok else "DIFFERENT",
+        ]
+        for r in rows
+    ]
