@@ -103,6 +103,12 @@ class ExporterConfig:
     cluster_name: str = "default"
     http_host: str = "0.0.0.0"
     http_port: int = DEFAULT_HTTP_PORT
+    #: TLS and basic auth for every endpoint, in exporter-toolkit's format (web_config.py)
+    web_config: Path | None = None
+    #: worker threads of the HTTP server (bounds what clients can take)
+    http_workers: int = 8
+    #: seconds a whole request may take to arrive (slow clients are cut off)
+    http_request_timeout_s: float = 10.0
     #: how often the log-end offsets of the tracked partitions are sampled
     sample_interval_s: float = 10.0
     #: how often the lag/status snapshot served to scrapes is rebuilt
@@ -164,7 +170,7 @@ class ExporterConfig:
             key: MASK if is_secret_property(key) else value
             for key, value in sorted(self.kafka_properties.items())
         }
-        for name in ("archive_dir", "checkpoint_path"):
+        for name in ("archive_dir", "checkpoint_path", "web_config"):
             if out[name] is not None:
                 out[name] = str(out[name])
         return out
@@ -237,6 +243,30 @@ _SETTINGS: Final = (
         "HOST",
     ),
     _Setting("http_port", "int", "Port of the HTTP server (0 picks a free one).", "PORT"),
+    _Setting(
+        "web_config",
+        "path",
+        "Web configuration file in the format of Prometheus' exporter-toolkit "
+        "(--web.config.file): TLS certificate and key, client CA, basic-auth users with "
+        "bcrypt hashes. Applies to every endpoint. See docs/security.md.",
+        "FILE",
+        optional=True,
+    ),
+    _Setting(
+        "http_workers",
+        "int",
+        "Worker threads of the HTTP server. Connections beyond 8 per worker wait get an "
+        "immediate 503; the JSON API may use at most half the workers, so /metrics keeps "
+        "answering while /api is busy.",
+        "N",
+    ),
+    _Setting(
+        "http_request_timeout_s",
+        "float",
+        "Seconds a whole request (TLS handshake, request line and headers) may take to "
+        "arrive; slower clients are disconnected, and idle keep-alive connections closed.",
+        "SECONDS",
+    ),
     _Setting(
         "sample_interval_s",
         "float",
@@ -410,6 +440,17 @@ def _validate(config: ExporterConfig) -> None:
         raise _fail("cluster_name", "must not be empty: it labels every metric")
     if not 0 <= config.http_port <= 65535:
         raise _fail("http_port", f"must be a TCP port, 0-65535 (got {config.http_port})")
+    if config.http_workers < 2:
+        raise _fail("http_workers", f"must be at least 2 (got {config.http_workers})")
+    if not config.http_request_timeout_s > 0:
+        raise _fail("http_request_timeout_s", "must be a positive number of seconds")
+    if config.web_config is not None:
+        from offsetwatch.exporter.web_config import WebConfigError, load_web_config
+
+        try:
+            load_web_config(config.web_config)
+        except WebConfigError as error:
+            raise _fail("web_config", str(error)) from None
     for name in (
         "sample_interval_s",
         "snapshot_interval_s",

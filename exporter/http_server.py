@@ -11,15 +11,33 @@
 Every request only reads the latest snapshot and stats (see `SnapshotCollector`); nothing here
 talks to Kafka, so a slow or frequent scraper cannot slow down ingestion beyond its CPU share.
 Access logging goes to the `offsetwatch.exporter.http_server` logger at DEBUG, never to stderr.
+
+Resources are bounded so that slow or many clients cannot exhaust the daemon:
+
+* a fixed pool of worker threads (`workers`) serves connections taken from a bounded queue
+  (`queue_size`); when the queue is full the connection gets an immediate 503 and is closed;
+* every request (TLS handshake, request line and headers included) must arrive within
+  `request_timeout` seconds in total, however slowly its bytes trickle in (slowloris), and an
+  idle keep-alive connection is closed after the same time;
+* a kept-alive connection is closed after its response whenever other connections wait, so a
+  few busy clients cannot hold every worker;
+* `/api` requests run at most `workers // 2` at a time (503 beyond), so /metrics, /healthz and
+  /readyz keep answering while the API is hammered.
+
+TLS and basic auth come from a web configuration file (`exporter/web_config.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
+import queue
 import socket
+import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Final
 from urllib.parse import unquote
 
@@ -29,12 +47,27 @@ from offsetwatch.exporter import api
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.web_config import BasicAuth, WebConfig
 
-__all__ = ["DEFAULT_PORT", "METRICS_CONTENT_TYPE", "ExporterHttpServer", "accepts_gzip"]
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_WORKERS",
+    "METRICS_CONTENT_TYPE",
+    "ExporterHttpServer",
+    "accepts_gzip",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT: Final = 9380
+DEFAULT_WORKERS: Final = 8
+#: seconds for a whole request to arrive (handshake, request line, headers)
+DEFAULT_REQUEST_TIMEOUT: Final = 10.0
+_BUSY: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
 #: what /metrics serves: the 0.0.4 text format. prometheus_client's CONTENT_TYPE_LATEST names
 #: version 1.0.0 since 0.21, which would misdescribe the body; its own handlers also answer
 #: 0.0.4 unless a scraper asks for more.
@@ -42,6 +75,7 @@ METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 _JSON: Final = "application/json; charset=utf-8"
 _TEXT: Final = "text/plain; charset=utf-8"
 _GROUPS: Final = "/api/v1/groups"
+_CHALLENGE: Final = 'Basic realm="offsetwatch", charset="UTF-8"'
 _INDEX: Final = (
     b"offsetwatch exporter\n\n"
     b"/metrics              Prometheus metrics\n"
@@ -73,23 +107,119 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     return allowed.get("*", False)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that share one deadline: a request trickling in byte by byte still ends."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.deadline = time.monotonic()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("request deadline passed")
+        self._sock.settimeout(remaining)
+        return self._sock.recv_into(buffer)
+
+
+class _Server(HTTPServer):
+    """HTTPServer with a fixed worker pool fed from a bounded queue of accepted connections."""
+
     allow_reuse_address = True
+    #: the listen backlog: socketserver's 5 drops SYNs (a 1 s client retry) under bursts
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], app: ExporterHttpServer) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.app = app
+        self.pending: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(app.queue_size)
         super().__init__(address, _Handler)
+        self.workers = [
+            threading.Thread(target=self._work, name=f"offsetwatch-http-worker-{i}", daemon=True)
+            for i in range(app.workers)
+        ]
+        for worker in self.workers:
+            worker.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            self.pending.put_nowait((request, client_address))
+        except queue.Full:
+            self.app.rejected += 1
+            with contextlib.suppress(OSError):
+                if self.app.tls_context is None:
+                    request.setblocking(False)
+                    request.send(_BUSY)
+            self.shutdown_request(request)
+
+    def busy(self) -> bool:
+        return not self.pending.empty()
+
+    def _work(self) -> None:
+        while True:
+            item = self.pending.get()
+            if item is None:
+                return
+            request, client_address = item
+            connection: socket.socket | None = None
+            try:
+                connection = self._secure(request)
+                if connection is not None:
+                    self.finish_request(connection, client_address)
+            except Exception:
+                log.debug("connection from %s failed", client_address, exc_info=True)
+            finally:
+                self.shutdown_request(connection if connection is not None else request)
+
+    def _secure(self, request: socket.socket) -> socket.socket | None:
+        context = self.app.tls_context
+        if context is None:
+            return request
+        request.settimeout(self.app.request_timeout)
+        try:
+            secured = context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as error:
+            self.app.tls_failures += 1
+            log.debug("TLS handshake failed: %s", error)
+            return None
+        return secured
+
+    def server_close(self) -> None:
+        super().server_close()
+        for _ in self.workers:
+            self.pending.put(None)
+        for worker in self.workers:
+            worker.join(1.0)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
-    #: idle keep-alive connections are closed after this many seconds
-    timeout = 60
     server_version = "offsetwatch"
+    _reader: _DeadlineReader
+
+    def setup(self) -> None:
+        self.connection = self.request
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader, 65536)
+        self.wfile = self.connection.makefile("wb", 0)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        while True:
+            self._reader.deadline = time.monotonic() + self.server.app.request_timeout
+            self.handle_one_request()
+            if self.close_connection:
+                return
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+        self.rfile.close()
 
     def do_GET(self) -> None:
         self._dispatch(head=False)
@@ -103,6 +233,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, head: bool) -> None:
         app = self.server.app
         path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if app.auth and not app.auth.check(self.headers.get("Authorization")):
+            app.unauthorized += 1
+            self._json(401, {"error": "unauthorized"}, head, {"WWW-Authenticate": _CHALLENGE})
+            return
+        if path.startswith("/api/"):
+            if not app.api_slots.acquire(blocking=False):
+                self._json(503, {"error": "busy, retry"}, head, {"Retry-After": "1"})
+                return
+            try:
+                self._route(app, path, head)
+            finally:
+                app.api_slots.release()
+        else:
+            self._route(app, path, head)
+
+    def _route(self, app: ExporterHttpServer, path: str, head: bool) -> None:
         try:
             if path == "/metrics":
                 self._metrics(app, head)
@@ -143,8 +289,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Encoding"] = "gzip"
         self._send(200, METRICS_CONTENT_TYPE, exposition.chunks, head, headers)
 
-    def _json(self, code: int, body: Any, head: bool) -> None:
-        self._send(code, _JSON, [api.to_json(body)], head)
+    def _json(
+        self, code: int, body: Any, head: bool, headers: dict[str, str] | None = None
+    ) -> None:
+        self._send(code, _JSON, [api.to_json(body)], head, headers)
 
     def _send(
         self,
@@ -160,6 +308,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        for name, value in self.server.app.web_config.headers.items():
+            self.send_header(name, value)
+        if self.server.busy():
+            # others wait for a worker: this connection yields its worker after the response
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        # writing gets a fresh allowance: the reading deadline may be nearly spent
+        self.connection.settimeout(self.server.app.request_timeout)
         self.end_headers()
         if not head:
             for chunk in chunks:
@@ -170,7 +326,9 @@ class ExporterHttpServer:
     """Serves /metrics, /healthz, /readyz and the JSON API from a background thread.
 
     `port=0` binds a free port; `port` then tells which one. `extra_registry` (e.g. one with
-    prometheus_client's process collector) is appended to /metrics, uncached.
+    prometheus_client's process collector) is appended to /metrics, uncached. `web_config`
+    adds TLS and basic auth (see `exporter.web_config`); `workers`, `queue_size` and
+    `request_timeout` bound what clients can take (see the module docstring).
     """
 
     def __init__(
@@ -179,11 +337,28 @@ class ExporterHttpServer:
         host: str = "0.0.0.0",
         port: int = DEFAULT_PORT,
         extra_registry: CollectorRegistry | None = None,
+        web_config: WebConfig | None = None,
+        workers: int = DEFAULT_WORKERS,
+        queue_size: int | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
+        if workers < 2:
+            raise ValueError("the HTTP server needs at least 2 workers")
         self.collector = collector
         self.host = host
         self.requested_port = port
         self.extra_registry = extra_registry
+        self.web_config = web_config or WebConfig()
+        self.tls_context = self.web_config.tls.context() if self.web_config.tls else None
+        self.auth = BasicAuth(self.web_config.basic_auth_users)
+        self.workers = workers
+        self.queue_size = queue_size if queue_size is not None else 8 * workers
+        self.request_timeout = request_timeout
+        self.api_slots = threading.BoundedSemaphore(max(1, workers // 2))
+        #: connections refused because the queue was full, failed TLS handshakes, 401s
+        self.rejected = 0
+        self.tls_failures = 0
+        self.unauthorized = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -204,7 +379,13 @@ class ExporterHttpServer:
         host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
+
+    @property
+    def queued(self) -> int:
+        """Accepted connections waiting for a worker."""
+        return 0 if self._server is None else self._server.pending.qsize()
 
     @property
     def running(self) -> bool:

@@ -13,6 +13,7 @@ from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
 from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.web_config import load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,14 @@ class ExporterService:
                 cluster_name=cfg.cluster_name,
             ),
         )
-        self.http = ExporterHttpServer(collector, host=cfg.http_host, port=cfg.http_port)
+        self.http = ExporterHttpServer(
+            collector,
+            host=cfg.http_host,
+            port=cfg.http_port,
+            web_config=load_web_config(cfg.web_config) if cfg.web_config else None,
+            workers=cfg.http_workers,
+            request_timeout=cfg.http_request_timeout_s,
+        )
 
     def _latest(self) -> tuple[Snapshot, PipelineStats]:
         return self.exporter.snapshot, self.exporter.stats

@@ -1,0 +1,347 @@
+"""TLS, client certificates, basic auth and bounded resources of the exporter's HTTP server.
+
+Real sockets on loopback and a real TLS stack: a throw-away CA (trustme) signs the server's and
+a client's certificates. The slow-client test opens more slow connections than there are
+workers and checks that every one is cut off and that /metrics is still served meanwhile.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+import trustme
+
+from offsetwatch.exporter.http_server import ExporterHttpServer
+from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.web_config import WebConfig, WebConfigError, load_web_config
+from tests.exporter.test_http_server import ready_stats
+from tests.exporter.test_metrics import Holder, build, sample_state
+
+PASSWORD = "s3cret-scrape"
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def pki(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("pki")
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    client = ca.issue_cert("prometheus@example.com")
+    paths = {
+        "ca": base / "ca.crt",
+        "cert": base / "server.crt",
+        "key": base / "server.key",
+        "client": base / "client.pem",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    server.private_key_pem.write_to_path(str(paths["key"]))
+    client.private_key_and_cert_chain_pem.write_to_path(str(paths["client"]))
+    return paths
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def start(web_config: WebConfig | None = None, **options: float) -> ExporterHttpServer:
+    holder = Holder(build(sample_state()), ready_stats())
+    collector = SnapshotCollector(holder, MetricsConfig())
+    server = ExporterHttpServer(
+        collector,
+        host="127.0.0.1",
+        port=0,
+        web_config=web_config,
+        **options,  # type: ignore[arg-type]
+    )
+    server.start()
+    return server
+
+
+@pytest.fixture
+def tls_server(pki: dict[str, Path], tmp_path: Path) -> Iterator[ExporterHttpServer]:
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    config = write_config(
+        tmp_path / "web.yml",
+        f"""
+tls_server_config:
+  cert_file: {pki["cert"]}
+  key_file: {pki["key"]}
+  client_ca_file: {pki["ca"]}
+http_server_config:
+  headers:
+    X-Content-Type-Options: nosniff
+basic_auth_users:
+  prometheus: {hashed}
+""",
+    )
+    server = start(load_web_config(config))
+    yield server
+    server.stop()
+
+
+def client_context(pki: dict[str, Path], with_cert: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    if with_cert:
+        context.load_cert_chain(str(pki["client"]))
+    return context
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def https_get(
+    server: ExporterHttpServer, context: ssl.SSLContext, path: str, auth: str | None
+) -> http.client.HTTPResponse:
+    connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
+    connection.request("GET", path, headers={"Authorization": auth} if auth else {})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response
+
+
+# ------------------------------------------------------------------------- TLS + basic auth
+
+
+def test_tls_with_client_certificate_and_password(
+    tls_server: ExporterHttpServer, pki: dict[str, Path]
+) -> None:
+    assert tls_server.url.startswith("https://")
+    context = client_context(pki, with_cert=True)
+    for path in ("/metrics", "/healthz", "/readyz", "/api/v1/groups"):
+        response = https_get(tls_server, context, path, basic("prometheus", PASSWORD))
+        assert response.status == 200, path
+        assert response.getheader("X-Content-Type-Options") == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [None, basic("prometheus", "wrong"), basic("nobody", PASSWORD), "Basic !!!", "Bearer x"],
+    ids=["no-credentials", "wrong-password", "unknown-user", "bad-base64", "other-scheme"],
+)
+def test_every_endpoint_refuses_without_the_right_password(
+    tls_server: ExporterHttpServer, pki: dict[str, Path], auth: str | None
+) -> None:
+    context = client_context(pki, with_cert=True)
+    for path in ("/metrics", "/healthz", "/api/v1/groups", "/nope"):
+        response = https_get(tls_server, context, path, auth)
+        assert response.status == 401, path
+        assert response.getheader("WWW-Authenticate", "").startswith("Basic realm=")
+    assert tls_server.unauthorized >= 4
+
+
+def test_no_client_certificate_fails_the_handshake(
+    tls_server: ExporterHttpServer, pki: dict[str, Path]
+) -> None:
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        https_get(tls_server, client_context(pki, with_cert=False), "/metrics", None)
+    # the server is unharmed
+    ok = https_get(
+        tls_server, client_context(pki, with_cert=True), "/healthz", basic("prometheus", PASSWORD)
+    )
+    assert ok.status == 200
+    assert tls_server.tls_failures >= 1
+
+
+def test_plain_http_to_the_tls_port_gets_nothing(tls_server: ExporterHttpServer) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", tls_server.port, timeout=10)
+    with pytest.raises((http.client.HTTPException, ConnectionError)):
+        connection.request("GET", "/metrics")
+        connection.getresponse().read()
+
+
+def test_client_certificate_from_another_ca_is_refused(
+    tls_server: ExporterHttpServer, pki: dict[str, Path], tmp_path: Path
+) -> None:
+    stranger = trustme.CA().issue_cert("mallory@example.com")
+    pem = tmp_path / "mallory.pem"
+    stranger.private_key_and_cert_chain_pem.write_to_path(str(pem))
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    context.load_cert_chain(str(pem))
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        https_get(tls_server, context, "/metrics", basic("prometheus", PASSWORD))
+
+
+def test_verify_if_given_accepts_clients_without_certificates(
+    pki: dict[str, Path], tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "web.yml",
+        f"""
+tls_server_config:
+  cert_file: {pki["cert"]}
+  key_file: {pki["key"]}
+  client_ca_file: {pki["ca"]}
+  client_auth_type: VerifyClientCertIfGiven
+  min_version: TLS13
+""",
+    )
+    server = start(load_web_config(config))
+    try:
+        assert https_get(server, client_context(pki, False), "/healthz", None).status == 200
+        assert https_get(server, client_context(pki, True), "/healthz", None).status == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tls_server_config:\n  key_file: k\n", "cert_file is required"),
+        ("basic_auth_users:\n  u: plain-text\n", "not a bcrypt hash"),
+        ("tls_config: {}\n", "unknown key 'tls_config'"),
+        (
+            "tls_server_config:\n  cert_file: c\n  key_file: k\n"
+            "  client_auth_type: RequireAnyClientCert\n  client_ca_file: ca\n",
+            "accepts unverified certificates",
+        ),
+        (
+            "tls_server_config:\n  cert_file: c\n  key_file: k\n"
+            "  client_auth_type: RequireAndVerifyClientCert\n",
+            "needs client_ca_file",
+        ),
+        ("tls_server_config:\n  cert_file: c\n  key_file: k\n", "cannot load"),
+        ("tls_server_config:\n  cert_file: c\n  key_file: k\n  min_version: SSL3\n", "SSL3"),
+        (": : :\n", "not valid YAML"),
+    ],
+)
+def test_bad_web_config_is_a_clear_error(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(WebConfigError, match=message):
+        load_web_config(write_config(tmp_path / "web.yml", text))
+
+
+def test_missing_web_config_file(tmp_path: Path) -> None:
+    with pytest.raises(WebConfigError, match="cannot read"):
+        load_web_config(tmp_path / "absent.yml")
+
+
+# ----------------------------------------------------------------------- bounded resources
+
+
+def _slow_client(port: int, closed: list[float], stop: threading.Event) -> None:
+    """Sends a request one byte at a time, never finishing it (slowloris)."""
+    started = time.monotonic()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000:
+            if stop.is_set():
+                return
+            sock.send(bytes([byte]))
+            time.sleep(0.2)
+    except OSError:
+        closed.append(time.monotonic() - started)
+    finally:
+        sock.close()
+
+
+def test_slow_clients_are_cut_off_and_metrics_still_answer() -> None:
+    server = start(workers=4, request_timeout=1.0, queue_size=64)
+    stop = threading.Event()
+    closed: list[float] = []
+    threads_before = threading.active_count()
+    attackers = [
+        threading.Thread(target=_slow_client, args=(server.port, closed, stop), daemon=True)
+        for _ in range(20)
+    ]
+    try:
+        for attacker in attackers:
+            attacker.start()
+        served = 0
+        for _ in range(5):
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            served += response.status == 200
+        # the server made no thread per connection: its 4 workers + accept loop only
+        server_threads = [t for t in threading.enumerate() if t.name.startswith("offsetwatch-")]
+        assert len(server_threads) <= 4 + 1
+        for attacker in attackers:
+            attacker.join(30)
+        assert served == 5
+        # every slow connection was closed by the server, each after about the 1 s deadline
+        # (queued ones wait for a worker first): none could hold a worker indefinitely
+        assert len(closed) == len(attackers)
+        assert max(closed) < 20
+    finally:
+        stop.set()
+        server.stop()
+    assert threading.active_count() <= threads_before + len(attackers)
+
+
+def test_api_load_leaves_room_for_metrics() -> None:
+    server = start(workers=4, request_timeout=5.0)
+    stop = threading.Event()
+    api_status: list[int] = []
+
+    def hammer() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        while not stop.is_set():
+            try:
+                connection.request("GET", "/api/v1/groups")
+                response = connection.getresponse()
+                response.read()
+                api_status.append(response.status)
+                if response.getheader("Connection") == "close":
+                    connection.close()
+                    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.close()
+
+    hammers = [threading.Thread(target=hammer, daemon=True) for _ in range(12)]
+    try:
+        for thread in hammers:
+            thread.start()
+        time.sleep(0.5)
+        statuses = []
+        for _ in range(10):
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+            connection.close()
+        assert statuses == [200] * 10
+    finally:
+        stop.set()
+        for thread in hammers:
+            thread.join(30)
+        server.stop()
+    assert 200 in api_status
+    assert set(api_status) <= {200, 503}
+
+
+def test_full_queue_gets_an_immediate_503() -> None:
+    server = start(workers=2, request_timeout=3.0, queue_size=1)
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 30
+        while server.queued < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # two idle connections hold the workers, one fills the queue
+        late = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        late.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert late.recv(1024).startswith(b"HTTP/1.1 503")
+        late.close()
+        assert server.rejected >= 1
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop()
