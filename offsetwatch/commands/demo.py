@@ -31,6 +31,10 @@ examples:
 
   curl -s localhost:9380/metrics | grep offsetwatch_group_status
   curl -s localhost:9380/api/v1/groups/reports-lagging
+
+  # the demo archives every record (and log-end samples) for the Spark jobs:
+  offsetwatch demo --archive-dir /tmp/ow-archive --duration 300
+  offsetwatch spark compact --input /tmp/ow-archive --lake /tmp/ow-lake
 """
 
 _STATUS_STYLE = {
@@ -67,6 +71,14 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=30.0,
         metavar="SECONDS",
         help="status window (default 30 s, short so the demo shows statuses quickly)",
+    )
+    parser.add_argument(
+        "--archive-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the exporter's archive files here (JSON lines, the Spark jobs' input; "
+        "default: an 'archive' folder in the demo's temporary state directory)",
     )
     parser.add_argument(
         "--plain",
@@ -153,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             publish_topic="offsetwatch.records",
             publish_dlq_topic="offsetwatch.records.dlq",
             checkpoint_path=state_dir / "checkpoint",
+            archive_dir=args.archive_dir or state_dir / "archive",
+            archive_roll_s=60.0,
             log_level="WARNING",
         )
         try:
@@ -176,7 +190,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             service.stop()
             simulator.close()
-    print(f"demo state (checkpoint, quarantine) kept in {state_dir}", file=sys.stderr)
+    print(
+        f"demo state (checkpoint, quarantine) kept in {state_dir}; archive in "
+        f"{args.archive_dir or state_dir / 'archive'}",
+        file=sys.stderr,
+    )
     return 0
 
 
