@@ -83,7 +83,7 @@ def _summary() -> Row:
             ),
             stat(
                 "Ready",
-                "1 once the first pass over __consumer_offsets is done: lag series exist from then.",
+                "1 once the first pass over __consumer_offsets is done; lag is exported from then.",
                 "none",
                 Query(f"min({common.exporter('offsetwatch_ready')})", instant=True),
                 steps=(("red", None), ("green", 1)),
