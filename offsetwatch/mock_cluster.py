@@ -63,6 +63,7 @@ def _load_mock_api() -> ctypes.CDLL:
         "rd_kafka_mock_broker_set_down": ([vp, i32], ctypes.c_int),
         "rd_kafka_mock_broker_set_up": ([vp, i32], ctypes.c_int),
         "rd_kafka_mock_broker_set_host_port": ([vp, i32, cp, ctypes.c_int], None),
+        "rd_kafka_mock_broker_set_rtt": ([vp, i32, ctypes.c_int], ctypes.c_int),
         "rd_kafka_err2name": ([ctypes.c_int], cp),
     }
     for name, (argtypes, restype) in signatures.items():
@@ -148,6 +149,12 @@ class MockCluster:
     def advertise(self, broker_id: int, host: str, port: int) -> None:
         """Make Metadata/FindCoordinator answers point clients at host:port for this broker."""
         self._lib.rd_kafka_mock_broker_set_host_port(self._mcluster, broker_id, host.encode(), port)
+
+    def set_rtt(self, rtt_ms: int, broker_id: int = -1) -> None:
+        """Delay every response by rtt_ms (-1: every broker), like a network in between."""
+        self._check(
+            "broker rtt", self._lib.rd_kafka_mock_broker_set_rtt(self._mcluster, broker_id, rtt_ms)
+        )
 
     def close(self) -> None:
         if self._mcluster:

@@ -8,7 +8,9 @@ else (offset reads, commits, log offsets) is the mock's own.
 
 from __future__ import annotations
 
+import sys
 import time
+import types
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -488,3 +490,66 @@ def test_kip848_group(cluster: MockCluster, capsys: pytest.CaptureFixture[str]) 
         "(UNKNOWN_MEMBER_ID): the group has members; stop its consumers first"
     )
     assert committed(cluster, "kip848") == {("orders", 2): 25}
+
+
+def test_history_mode_needs_offsets_at(
+    cluster: MockCluster,
+    plus: MockPlus,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    argv = [
+        "offsets",
+        "reset",
+        "--group",
+        "g1",
+        "--all-topics",
+        "--to-history-time",
+        "2026-01-01T00:00:00Z",
+        "--history",
+        str(tmp_path),
+    ]
+    monkeypatch.setitem(sys.modules, "offsetwatch.spark_jobs.offsets_at", None)
+    code, _, err = run(capsys, cluster, *argv)
+    assert code == 2
+    assert "--to-history-time needs offsetwatch.spark_jobs.offsets_at.offsets_at_from_path" in err
+
+
+def test_history_mode_plans_from_the_history(
+    cluster: MockCluster,
+    plus: MockPlus,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Spark job is another module's (offsets_at); its contract is stood in for here."""
+    calls = []
+
+    def offsets_at_from_path(path: str, group: str, time_ms: int) -> dict[tuple[str, int], int]:
+        calls.append((path, group, time_ms))
+        return {("orders", 0): 7, ("orders", 1): 99, ("refunds", 0): 2}
+
+    module = types.ModuleType("offsetwatch.spark_jobs.offsets_at")
+    module.offsets_at_from_path = offsets_at_from_path  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "offsetwatch.spark_jobs.offsets_at", module)
+    code, out, err = run(
+        capsys,
+        cluster,
+        "offsets",
+        "reset",
+        "--group",
+        "g1",
+        "--topic",
+        "orders",
+        "--to-history-time",
+        "1970-01-01T00:00:01Z",
+        "--history",
+        str(tmp_path),
+        "--execute",
+    )
+    assert code == 0, err
+    assert calls == [(str(tmp_path), "g1", 1000)]
+    # In scope (orders) only; orders:1 is clamped to its log end 20.
+    assert committed(cluster, "g1") == {("orders", 0): 7, ("orders", 1): 20, ("refunds", 0): 1}
+    assert "clamped to log end (asked 99)" in out
