@@ -27,6 +27,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/exporter.py
+	$(BIN)/python benchmarks/offset_ops.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
