@@ -201,10 +201,13 @@ def _register_migrate(nested: Nested) -> None:
 
 
 def _out(text: str, path: str | None = None) -> None:
-    if path:
-        Path(path).write_text(text, encoding="utf-8")
-    else:
+    if not path:
         sys.stdout.write(text)
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"-o {path}: cannot write it: {error.strerror}") from None
 
 
 def _note(text: str) -> None:

@@ -553,3 +553,21 @@ def test_history_mode_plans_from_the_history(
     # In scope (orders) only; orders:1 is clamped to its log end 20.
     assert committed(cluster, "g1") == {("orders", 0): 7, ("orders", 1): 20, ("refunds", 0): 1}
     assert "clamped to log end (asked 99)" in out
+
+
+def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("export", "reset", "migrate"):
+        assert main(["offsets", command, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "examples:" in out and f"offsetwatch offsets {command} --" in out
+    assert main(["groups", "describe", "--help"]) == 0
+    assert "offsetwatch groups describe --all-groups --exporter" in capsys.readouterr().out
+
+
+def test_export_to_an_unwritable_file(
+    cluster: MockCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "missing" / "g1.csv"
+    code, _, err = run(capsys, cluster, "offsets", "export", "--group", "g1", "-o", str(target))
+    assert code == 2
+    assert err == f"offsetwatch: error: -o {target}: cannot write it: No such file or directory\n"
