@@ -404,7 +404,13 @@ def migrate_offsets(args: argparse.Namespace, broker: OffsetBroker) -> int:
 
 def _migrate(args: argparse.Namespace, broker: OffsetBroker) -> int:
     from offsetwatch.offset_ops.migrate import select_offsets, verify
-    from offsetwatch.offset_ops.render import VERIFY_HEADER, table, verify_rows
+    from offsetwatch.offset_ops.render import (
+        COPY_HEADER,
+        VERIFY_HEADER,
+        copy_rows,
+        table,
+        verify_rows,
+    )
     from offsetwatch.offset_ops.scope import check_partitions
 
     source, target = args.from_group, args.to_group
@@ -425,10 +431,7 @@ def _migrate(args: argparse.Namespace, broker: OffsetBroker) -> int:
     _check_inactive(infos, source, args.execute, args.force)
     _check_inactive(infos, target, args.execute, args.force)
     if not args.execute:
-        rows = verify_rows(verify(copy, {}))
-        sys.stdout.write(
-            table(VERIFY_HEADER[:3] + VERIFY_HEADER[4:5], [r[:3] + r[4:5] for r in rows])
-        )
+        sys.stdout.write(table(COPY_HEADER, copy_rows(copy)))
         print(f"dry run: nothing copied; add --execute to copy {len(copy)} offset(s) to {target}")
         return 0
     broker.alter(target, copy)

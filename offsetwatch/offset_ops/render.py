@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from offsetwatch.offset_ops.describe import GroupReport, PartitionRow
 from offsetwatch.offset_ops.migrate import VerifyRow
-from offsetwatch.offset_ops.model import GroupListing
+from offsetwatch.offset_ops.model import Committed, GroupListing
 from offsetwatch.offset_ops.plan import PlanRow
 
 Cell = str | int | float | None
@@ -46,11 +47,16 @@ def json_text(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
+def json_key(column: str) -> str:
+    """`COORDINATOR (ID)` -> `coordinator_id`, `#MEMBERS` -> `members`."""
+    return re.sub(r"[^a-z0-9]+", "_", column.lower()).strip("_")
+
+
 def render(fmt: str, header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
     if fmt == "csv":
         return csv_text(header, rows)
     if fmt == "json":
-        keys = [h.lower().replace("-", "_").replace("#", "") for h in header]
+        keys = [json_key(h) for h in header]
         return json_text([dict(zip(keys, row, strict=True)) for row in rows])
     return table(header, rows)
 
@@ -170,8 +176,7 @@ def state_row(report: GroupReport) -> list[Cell]:
 
 
 def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
-    header = offsets_header(with_exporter)
-    keys = [h.lower().replace("-", "_") for h in header]
+    keys = [json_key(h) for h in offsets_header(with_exporter)]
     info = report.info
     return {
         "group": report.group_id,
@@ -183,7 +188,10 @@ def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
         "assignment_epoch": report.exporter.get("assignment_epoch"),
         "status": report.exporter.get("status"),
         "total_lag": report.total_lag,
-        "members": [dict(zip(MEMBERS_HEADER, row, strict=True)) for row in members_rows(report)],
+        "members": [
+            dict(zip(map(json_key, MEMBERS_HEADER), row, strict=True))
+            for row in members_rows(report)
+        ],
         "partitions": [
             dict(zip(keys, row, strict=True)) for row in offsets_rows(report, with_exporter)
         ],
@@ -199,6 +207,13 @@ def plan_rows(rows: Sequence[PlanRow]) -> list[list[Cell]]:
     return [
         [r.topic, r.partition, r.current, r.target, r.delta, r.effect, r.note or None] for r in rows
     ]
+
+
+COPY_HEADER = ("TOPIC", "PARTITION", "OFFSET", "METADATA")
+
+
+def copy_rows(offsets: Mapping[tuple[str, int], Committed]) -> list[list[Cell]]:
+    return [[t, p, c.offset, c.metadata or None] for (t, p), c in sorted(offsets.items())]
 
 
 VERIFY_HEADER = ("TOPIC", "PARTITION", "SOURCE-OFFSET", "TARGET-OFFSET", "METADATA", "CHECK")

@@ -12,6 +12,7 @@ import http.server
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +222,34 @@ def test_exporter_adds_lag_seconds_and_status(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_describe_a_live_kip848_group(
+    cluster: MockCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group.protocol=consumer member is joined and has committed: its offsets and lag are
+    described; its member list needs ConsumerGroupDescribe, which the mock lacks."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "kip848",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+    try:
+        consumer.subscribe(["orders"])
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition("orders", 1, 15)], asynchronous=False)
+        code, out, err = run(
+            capsys, "groups", "describe", "kip848", "--bootstrap-server", cluster.bootstrap_servers
+        )
+    finally:
+        consumer.close()
+    assert code == 0, err
+    assert out.splitlines()[1].split() == ["kip848", "orders", "1", "15", "20", "5", "-", "-", "-"]
