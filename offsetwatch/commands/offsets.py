@@ -365,6 +365,12 @@ def _reset(args: argparse.Namespace, broker: OffsetBroker) -> int:
         if scopes or args.all_topics:
             wanted = set(resolve_scope(scopes, counts, current, args.all_topics))
             partitions = [key for key in partitions if key in wanted]
+            missing = len(wanted) - len(partitions)
+            if missing:
+                _note(
+                    f"note: {missing} partition(s) in scope have no offset in "
+                    f"{mode.source}: unchanged"
+                )
     else:
         partitions = resolve_scope(scopes, counts, current, args.all_topics)
     if not partitions:

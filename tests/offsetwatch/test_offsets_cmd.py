@@ -553,6 +553,7 @@ def test_history_mode_plans_from_the_history(
     # In scope (orders) only; orders:1 is clamped to its log end 20.
     assert committed(cluster, "g1") == {("orders", 0): 7, ("orders", 1): 20, ("refunds", 0): 1}
     assert "clamped to log end (asked 99)" in out
+    assert "1 partition(s) in scope have no offset in the history at 1970-01-01T00:00:01Z" in err
 
 
 def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
