@@ -7,6 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,19 +114,27 @@ def build_reports(
     return reports
 
 
+def _exporter_group(url: str, group: str) -> dict[str, Any] | None:
+    address = f"{url.rstrip('/')}/api/v1/groups/{urllib.parse.quote(group, safe='')}"
+    try:
+        with urllib.request.urlopen(address, timeout=10) as response:
+            found: dict[str, Any] = json.loads(response.read())
+            return found
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return None
+        raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
+
+
 def fetch_exporter(url: str, group_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each group's /api/v1/groups/{group} from a running `offsetwatch export` (missing groups
-    are left out: the exporter has not seen them)."""
-    base = url.rstrip("/")
-    out: dict[str, dict[str, Any]] = {}
-    for group in group_ids:
-        address = f"{base}/api/v1/groups/{urllib.parse.quote(group, safe='')}"
-        try:
-            with urllib.request.urlopen(address, timeout=10) as response:
-                out[group] = json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            if error.code != 404:
-                raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
-    return out
+    """Each group's /api/v1/groups/{group} from a running `offsetwatch export` (groups it has
+    not seen are left out). A few requests at a time: --all-groups may name thousands."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = pool.map(lambda group: _exporter_group(url, group), group_ids)
+        return {
+            group: answer
+            for group, answer in zip(group_ids, answers, strict=True)
+            if answer is not None
+        }

@@ -96,6 +96,7 @@ def test_describe_bad_input(cluster: MockCluster, capsys: pytest.CaptureFixture[
         (): "name the groups to describe, or give --all-groups",
         ("g1", "--all-groups"): "name the groups to describe, or give --all-groups",
         ("g1", "--members", "--state"): "argument --state: not allowed with argument --members",
+        ("g1", "--exporter", "http://127.0.0.1:9"): "--exporter http://127.0.0.1:9: cannot read",
     }
     for argv, message in cases.items():
         code, out, err = run(capsys, "groups", "describe", *argv, *bootstrap)
