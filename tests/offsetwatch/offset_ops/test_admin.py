@@ -124,3 +124,11 @@ def test_unknown_topic_in_alter_names_it(cluster: MockCluster) -> None:
     broker = AdminBroker({"bootstrap.servers": cluster.bootstrap_servers})
     with pytest.raises(OffsetOpsError, match="nosuch"):
         broker.alter("g", {("nosuch", 0): Committed(1)})
+
+
+def test_metadata_with_a_trailing_nul(cluster: MockCluster) -> None:
+    """Kafka's conformance run has `admin-reset\\0` metadata; confluent-kafka 2.16 reads C
+    strings, so the NUL and anything after it are not seen (no exception)."""
+    raw_offset_commit(cluster.bootstrap_servers, "g", "orders", 2, b"admin-reset\x00")
+    broker = AdminBroker({"bootstrap.servers": cluster.bootstrap_servers})
+    assert broker.committed({"g": None})["g"] == {("orders", 0): Committed(2, "admin-reset", 0)}
