@@ -15,7 +15,7 @@ def offsets_at_history(history_dir: str, group: str, time_ms: int) -> dict[Topic
     `offsetwatch.spark_jobs.offsets_at.offsets_at_from_path(path, group, time_ms)`.
     """
     if not Path(history_dir).exists():
-        raise OffsetOpsError(f"--history {history_dir!r}: no such directory")
+        raise OffsetOpsError(f"--history {history_dir!r}: no such file or directory")
     try:
         module = importlib.import_module("offsetwatch.spark_jobs.offsets_at")
         function = module.offsets_at_from_path
@@ -24,7 +24,10 @@ def offsets_at_history(history_dir: str, group: str, time_ms: int) -> dict[Topic
             "--to-history-time needs offsetwatch.spark_jobs.offsets_at.offsets_at_from_path, "
             "which this installation does not have yet"
         ) from None
-    found = function(history_dir, group, time_ms)
+    try:
+        found = function(history_dir, group, time_ms)
+    except LookupError as error:  # offsets_at's UnknownGroupError: the history lacks the group
+        raise OffsetOpsError(f"--history {history_dir}: {error}") from None
     return {
         (str(topic), int(partition)): int(offset) for (topic, partition), offset in found.items()
     }

@@ -515,6 +515,17 @@ def test_history_mode_needs_offsets_at(
     assert code == 2
     assert "--to-history-time needs offsetwatch.spark_jobs.offsets_at.offsets_at_from_path" in err
 
+    def unknown(path: str, group: str, time_ms: int) -> dict[tuple[str, int], int]:
+        raise LookupError(f"group {group!r} does not appear in {path}")
+
+    module = types.ModuleType("offsetwatch.spark_jobs.offsets_at")
+    module.offsets_at_from_path = unknown  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "offsetwatch.spark_jobs.offsets_at", module)
+    code, _, err = run(capsys, cluster, *argv)
+    assert code == 2
+    assert f"--history {tmp_path}: group 'g1' does not appear in {tmp_path}" in err
+    assert committed(cluster, "g1") == offsets_of(G1)
+
 
 def test_history_mode_plans_from_the_history(
     cluster: MockCluster,
