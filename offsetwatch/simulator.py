@@ -182,10 +182,7 @@ class ClusterSimulator:
         if behaviour == "stopped" and age > 5:
             return
         if behaviour == "deleted" and age > 30:
-            records = [self.factory.commit_tombstone(plan.group, plan.topic, p) for p in range(n)]
-            records.append(self.factory.classic_group_tombstone(plan.group))
-            self._write(plan.group, records)
-            run.deleted = True
+            self._delete(run)
             return
         for p in range(n):
             if behaviour in ("healthy", "kip848", "idle", "deleted", "transactional", "stopped"):
@@ -209,6 +206,20 @@ class ClusterSimulator:
             self._commit_transactionally(run, commits, now_ms, n)
             return
         self._write(plan.group, commits)
+
+    def delete_group(self, group: str) -> None:
+        """Delete a group now, as `kafka-consumer-groups --delete` does: tombstones for its
+        offsets and its metadata; the simulator stops committing for it."""
+        self._delete(next(run for run in self._runs if run.plan.group == group))
+
+    def _delete(self, run: _GroupRun) -> None:
+        plan = run.plan
+        n = self._partitions(plan.topic)
+        records = [self.factory.commit_tombstone(plan.group, plan.topic, p) for p in range(n)]
+        records.append(self.factory.classic_group_tombstone(plan.group))
+        self._write(plan.group, records)
+        self._producer.flush(5)
+        run.deleted = True
 
     def _commit_transactionally(
         self, run: _GroupRun, commits: list[KeyValue], now_ms: int, n: int
