@@ -34,8 +34,6 @@ DATASOURCE = GRAFANA / "provisioning" / "datasources" / "prometheus.yml"
 ALERTMANAGER_EXAMPLE = GRAFANA / "alertmanager" / "alertmanager.example.yml"
 README = GRAFANA / "README.md"
 
-DS_UID = "${DS_PROMETHEUS}"
-
 #: series Prometheus itself creates: scrape health and alert state
 STANDARD_SERIES = frozenset(
     {

@@ -33,7 +33,7 @@ from tests.grafana.kit import (
     variables,
 )
 
-DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+DS = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}  # the data source variable
 METRICS_DOC = REPO_ROOT / "docs" / "metrics.md"
 
 #: dashboard file name -> the variables it must have

@@ -40,6 +40,7 @@ from tests.grafana.kit import (
     load_dashboard,
     metric_names,
     panels,
+    require_tool,
     variable_query,
     variables,
 )
@@ -86,8 +87,6 @@ def _fired_since(prometheus: Prometheus, start: float) -> set[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def run() -> Iterator[Run]:
-    from tests.grafana.kit import require_tool
-
     binary = require_tool("prometheus", "prometheus")
     rules = shorten_rules(yaml.safe_load(RULES.read_text()), SCALE)
     with DemoStack(status_window_s=STATUS_WINDOW_S) as stack:
