@@ -86,7 +86,7 @@ class Reader:
     """A consumer driven by the test's own loop, recording what it read."""
 
     consumer: Consumer
-    on_message: Callable[[Message], None] | None = None
+    on_message: Callable[[Message], object] | None = None
     read: list[tuple[int, int]] = field(default_factory=list)
 
     def poll(self, timeout_s: float = 0.05) -> None:

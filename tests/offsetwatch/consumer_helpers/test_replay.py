@@ -1,0 +1,232 @@
+"""ReplayController on the mock cluster: a replay happens once per replay id, across
+rebalances and members joining later, for eager, cooperative and KIP-848 groups.
+
+What the mock cannot show: timestamp lookups (it answers -1), so FromTimestamp is checked
+through the injectable lookup answering as Kafka does; and the trailing NUL byte a real
+broker keeps in metadata committed by confluent-kafka 2.16.1 (the mock hands back the
+string without it), checked on the metadata the real Kafka 4.0 broker returned in the
+conformance run.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from offsetwatch.consumer_helpers import (
+    FromBeginning,
+    FromSnapshot,
+    FromTimestamp,
+    ReplayController,
+    replay_id_of,
+    replay_metadata,
+)
+from offsetwatch.consumer_helpers.assignment import assign_at
+from offsetwatch.mock_cluster import MockCluster
+from tests.kafka_fixtures import create_data_topic, kafka_cluster  # noqa: F401
+from tests.offsetwatch.consumer_helpers.clients import (
+    PROTOCOLS,
+    KafkaTimeAnswers,
+    Reader,
+    make_consumer,
+    poll_until,
+    produce_timed,
+)
+
+TOPIC = "orders"
+PARTITIONS = 4
+PER_PARTITION = 60
+EVERYTHING = {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)}
+
+
+def test_replay_id_survives_the_trailing_nul_of_a_real_broker(conformance_dir: Path) -> None:
+    groups = json.loads(
+        (conformance_dir / "runs" / "main" / "groups-final.json").read_text(encoding="utf-8")
+    )
+    with_nul = [
+        row["metadata"]
+        for record in groups.values()
+        for row in record.get("offsets", [])
+        if (row["metadata"] or "").endswith("\x00")
+    ]
+    # What Kafka 4.0 returned for metadata committed by confluent-kafka 2.16.1.
+    assert "manual-rewind\x00" in with_nul
+    assert all(replay_id_of(text) is None for text in with_nul)
+    assert replay_id_of(replay_metadata("fix-1234") + "\x00") == "fix-1234"
+    assert replay_id_of(replay_metadata("fix-1234")) == "fix-1234"
+    assert replay_id_of("") is None
+    assert replay_id_of(None) is None
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 201, "a\x00b"])
+def test_replay_ids_are_checked(bad: str) -> None:
+    with pytest.raises(ValueError, match="replay id"):
+        ReplayController(bad, FromBeginning())
+
+
+def _caught_up_group(bootstrap: str, group: str, protocol: str) -> None:
+    """The group before the replay: committed at the log ends, no replay mark."""
+    consumer = make_consumer(bootstrap, group, protocol)
+    consumer.commit(
+        offsets=[TopicPartition(TOPIC, p, PER_PARTITION) for p in range(PARTITIONS)],
+        asynchronous=False,
+    )
+    consumer.close()
+
+
+def _replaying_reader(bootstrap: str, group: str, protocol: str, replay: str) -> Reader:
+    controller = ReplayController(replay, FromBeginning())
+    reader = Reader(make_consumer(bootstrap, group, protocol))
+    reader.on_message = lambda message: controller.commit(reader.consumer, message)
+    controller.subscribe(reader.consumer, [TOPIC])
+    return reader
+
+
+def _settled(*readers: Reader) -> bool:
+    """Every partition assigned to exactly one reader, and every reader has some."""
+    sets = [reader.assigned() for reader in readers]
+    return all(sets) and sum(map(len, sets)) == PARTITIONS == len(set().union(*sets))
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_members_joining_one_after_another_do_not_replay_twice(
+    kafka_cluster: MockCluster,  # noqa: F811
+    protocol: str,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    group = f"replay-{uuid.uuid4().hex}"
+    _caught_up_group(bootstrap, group, protocol)
+
+    first = _replaying_reader(bootstrap, group, protocol, "r1")
+    readers = [first]
+    try:
+        poll_until([first], lambda: len(first.read) >= 40)
+        # Hold `first` mid-replay (no partition finished) while `second` joins.
+        first.consumer.pause(first.consumer.assignment())
+        second = _replaying_reader(bootstrap, group, protocol, "r1")
+        readers.append(second)
+        poll_until([first, second], lambda: _settled(first, second))
+        first.consumer.resume(first.consumer.assignment())
+        poll_until([first, second], lambda: set(first.read + second.read) >= EVERYTHING)
+        # After the replay: a third member joins, then one new message per partition.
+        third = _replaying_reader(bootstrap, group, protocol, "r1")
+        readers.append(third)
+        poll_until([first, second, third], lambda: _settled(first, second, third))
+        produce_timed(bootstrap, TOPIC, {p: [1] for p in range(PARTITIONS)})
+        total = PARTITIONS * (PER_PARTITION + 1)
+        poll_until(
+            [first, second, third], lambda: len(first.read + second.read + third.read) >= total
+        )
+        committed = first.consumer.committed(
+            [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10
+        )
+    finally:
+        for reader in readers:
+            reader.consumer.close()
+    everything = first.read + second.read + third.read
+    assert len(everything) == len(set(everything)) == total, "a message was read twice"
+    assert set(everything) == EVERYTHING | {(p, PER_PARTITION) for p in range(PARTITIONS)}
+    assert second.read, "the second member took part in the replay"
+    assert {(c.offset, replay_id_of(c.metadata)) for c in committed} == {(PER_PARTITION + 1, "r1")}
+
+
+@pytest.mark.kafka
+def test_a_naive_seek_in_on_assign_does_replay_twice(
+    kafka_cluster: MockCluster,  # noqa: F811
+) -> None:
+    """The failure the controller prevents, shown by the same scenario: without the mark the
+    second member takes its partitions back to the beginning."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    group = f"naive-{uuid.uuid4().hex}"
+    _caught_up_group(bootstrap, group, "cooperative")
+
+    def naive(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assign_at(
+            consumer, [TopicPartition(p.topic, p.partition, OFFSET_BEGINNING) for p in partitions]
+        )
+
+    readers = [Reader(make_consumer(bootstrap, group, "cooperative")) for _ in range(2)]
+    for reader in readers:
+        reader.on_message = lambda m, c=reader.consumer: c.commit(message=m, asynchronous=False)
+    first, second = readers
+    first.consumer.subscribe([TOPIC], on_assign=naive)
+    try:
+        poll_until([first], lambda: len(first.read) >= 40)
+        first.consumer.pause(first.consumer.assignment())
+        second.consumer.subscribe([TOPIC], on_assign=naive)
+        poll_until([first, second], lambda: _settled(first, second))
+        first.consumer.resume(first.consumer.assignment())
+        poll_until([first, second], lambda: set(first.read + second.read) >= EVERYTHING)
+    finally:
+        for reader in readers:
+            reader.consumer.close()
+    everything = first.read + second.read
+    assert len(everything) > len(set(everything)), "expected the naive seek to replay twice"
+
+
+def _single_replay(
+    bootstrap: str, group: str, controller: ReplayController, expected: set[tuple[int, int]]
+) -> tuple[Reader, list[TopicPartition]]:
+    reader = Reader(make_consumer(bootstrap, group, "consumer"))
+    reader.on_message = lambda message: controller.commit(reader.consumer, message)
+    controller.subscribe(reader.consumer, [TOPIC])
+    try:
+        poll_until([reader], lambda: set(reader.read) >= expected)
+        # One more message per partition: nothing older may come first.
+        produce_timed(bootstrap, TOPIC, {p: [10**13] for p in range(PARTITIONS)})
+        poll_until([reader], lambda: len(reader.read) >= len(expected) + PARTITIONS)
+        committed = reader.consumer.committed(
+            [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10
+        )
+    finally:
+        reader.consumer.close()
+    return reader, committed
+
+
+@pytest.mark.kafka
+def test_snapshot_start_with_clamping_and_untouched_partitions(
+    kafka_cluster: MockCluster,  # noqa: F811
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    kafka_cluster.delete_records(TOPIC, 2, 20)  # log start of partition 2 moves to 20
+    group = f"snapshot-{uuid.uuid4().hex}"
+    consumer = make_consumer(bootstrap, group, "consumer")
+    consumer.commit(offsets=[TopicPartition(TOPIC, 3, 50)], asynchronous=False)
+    consumer.close()
+    # partition 1 beyond its end -> 60; partition 2 before its start -> 20; 3 not in it.
+    snapshot = {(TOPIC, 0): 10, (TOPIC, 1): 999, (TOPIC, 2): 5}
+    expected = (
+        {(0, o) for o in range(10, 60)}
+        | {(2, o) for o in range(20, 60)}
+        | {(3, o) for o in range(50, 60)}
+    )
+    reader, committed = _single_replay(
+        bootstrap, group, ReplayController("snap", FromSnapshot(snapshot)), expected
+    )
+    assert sorted(reader.read) == sorted(expected | {(p, 60) for p in range(PARTITIONS)})
+    assert {replay_id_of(c.metadata) for c in committed} == {"snap"}
+
+
+@pytest.mark.kafka
+def test_timestamp_start(kafka_cluster: MockCluster) -> None:  # noqa: F811
+    bootstrap = kafka_cluster.bootstrap_servers
+    kafka_cluster.create_topic(TOPIC, PARTITIONS)
+    base = 1_700_000_000_000
+    times = {p: [base + (p + 1) * i * 1000 for i in range(20)] for p in range(PARTITIONS)}
+    produce_timed(bootstrap, TOPIC, times)
+    # Kafka's answers for `at`: none in partition 0 (-1: its log end, 20), then 15, 10, 8.
+    at = base + 30_000
+    answers = KafkaTimeAnswers(times, TOPIC)
+    controller = ReplayController("ts", FromTimestamp.at(at), lookup=answers)
+    expected = {(p, o) for p, first in enumerate([20, 15, 10, 8]) for o in range(first, 20)}
+    reader, committed = _single_replay(bootstrap, f"ts-{uuid.uuid4().hex}", controller, expected)
+    assert sorted(reader.read) == sorted(expected | {(p, 20) for p in range(PARTITIONS)})
+    assert {(c.offset, replay_id_of(c.metadata)) for c in committed} == {(21, "ts")}
