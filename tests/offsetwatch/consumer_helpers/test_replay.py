@@ -230,3 +230,37 @@ def test_timestamp_start(kafka_cluster: MockCluster) -> None:  # noqa: F811
     reader, committed = _single_replay(bootstrap, f"ts-{uuid.uuid4().hex}", controller, expected)
     assert sorted(reader.read) == sorted(expected | {(p, 20) for p in range(PARTITIONS)})
     assert {(c.offset, replay_id_of(c.metadata)) for c in committed} == {(21, "ts")}
+
+
+@pytest.mark.kafka
+def test_auto_commit_of_stored_offsets_keeps_the_mark(kafka_cluster: MockCluster) -> None:  # noqa: F811
+    """store() + enable.auto.offset.store=false: librdkafka's auto-commit sends the stored
+    metadata along, so auto-committing applications keep the replay mark too."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    controller = ReplayController("auto", FromBeginning())
+    reader = Reader(
+        make_consumer(
+            bootstrap,
+            f"auto-{uuid.uuid4().hex}",
+            "consumer",
+            **{
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 50,
+                "enable.auto.offset.store": False,
+            },
+        )
+    )
+    reader.on_message = lambda message: controller.store(reader.consumer, message)
+    controller.subscribe(reader.consumer, [TOPIC])
+    wanted = {(PER_PARTITION, "auto")}
+    keys = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+
+    def committed() -> set[tuple[int, str | None]]:
+        found = reader.consumer.committed(keys, timeout=10)
+        return {(c.offset, replay_id_of(c.metadata)) for c in found}
+
+    try:
+        poll_until([reader], lambda: set(reader.read) >= EVERYTHING and committed() == wanted)
+    finally:
+        reader.consumer.close()
