@@ -3,7 +3,8 @@ group's rebalance protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -32,3 +33,22 @@ def assign_at(consumer: Consumer, partitions: Iterable[TopicPartition]) -> None:
         if not isinstance(error, KafkaError) or error.code() != KafkaError._STATE:
             raise
         consumer.assign(chosen)
+
+
+@contextlib.contextmanager
+def paused_on_error(consumer: Consumer, partitions: list[TopicPartition]) -> Iterator[None]:
+    """Around the work of an `on_assign`: if it fails, take the partitions *paused* before the
+    error propagates (confluent-kafka re-raises it from the next poll()).
+
+    Without this, confluent-kafka assigns the partitions itself after a failed callback, at
+    their committed offsets: a replay would silently not happen, and an application that
+    catches the error and polls on would read from a position no helper chose.
+    """
+    try:
+        yield
+    except Exception:
+        keys = [TopicPartition(p.topic, p.partition) for p in partitions]
+        with contextlib.suppress(KafkaException):
+            assign_at(consumer, keys)
+            consumer.pause(keys)
+        raise

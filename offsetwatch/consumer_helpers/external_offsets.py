@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of
+from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of, paused_on_error
 from offsetwatch.consumer_helpers.errors import ConsumerHelperError
 from offsetwatch.consumer_helpers.log_bounds import log_bounds
 from offsetwatch.consumer_helpers.offset_store import OffsetStore, StoredPartition
@@ -137,24 +137,28 @@ class ExternalOffsets(Generic[S]):
     # ---- rebalance callbacks ----------------------------------------------------------------
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        keys = [key_of(p) for p in partitions]
-        stored = self._store.load(keys)
-        bounds = log_bounds(consumer, list(stored), self._timeout_s)
-        starts: list[TopicPartition] = []
-        for key in keys:
-            entry = stored.get(key)
-            held = (
-                self._restore(key, entry, bounds[key])
-                if entry is not None
+        with paused_on_error(consumer, partitions):
+            keys = [key_of(p) for p in partitions]
+            stored = self._store.load(keys)
+            bounds = log_bounds(consumer, list(stored), self._timeout_s)
+            taken = {
+                key: self._restore(key, stored[key], bounds[key])
+                if key in stored
                 else _Held(self._initial(), None, dirty=False)
+                for key in keys
+            }
+            assign_at(
+                consumer,
+                [
+                    TopicPartition(
+                        *key, OFFSET_BEGINNING if held.next_offset is None else held.next_offset
+                    )
+                    for key, held in taken.items()
+                ],
             )
-            self._held[key] = held
-            starts.append(
-                TopicPartition(
-                    *key, OFFSET_BEGINNING if held.next_offset is None else held.next_offset
-                )
-            )
-        assign_at(consumer, starts)
+            # Held only once assigned: after a failure there is no state of a partition the
+            # application cannot read.
+            self._held.update(taken)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         keys = [key_of(p) for p in partitions]

@@ -18,7 +18,7 @@ from typing import Final
 
 from confluent_kafka import OFFSET_INVALID, Consumer, Message, TopicPartition
 
-from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of
+from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of, paused_on_error
 from offsetwatch.consumer_helpers.commits import commit_or_raise, commit_or_warn
 from offsetwatch.consumer_helpers.errors import ConsumerHelperError
 from offsetwatch.consumer_helpers.log_bounds import log_bounds
@@ -129,34 +129,37 @@ class ReplayController:
     # ---- rebalance callbacks ----------------------------------------------------------------
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if not partitions:
-            assign_at(consumer, [])
-            return
-        committed = consumer.committed(
-            [TopicPartition(p.topic, p.partition) for p in partitions], timeout=self._timeout_s
-        )
-        for item in committed:
-            if item.error is not None:
-                raise ConsumerHelperError(
-                    f"committed offset of {item.topic}[{item.partition}]: {item.error}"
-                )
-        fresh = [
-            key_of(item)
-            for item in committed
-            if replay_id_of(item.metadata) != self.replay_id and self._replays(key_of(item))
-        ]
-        starts = self._start_offsets(consumer, fresh)
-        if starts:
-            self._mark_started(consumer, starts)
-        # Partitions already in the replay (and ones the snapshot leaves out) go on from the
-        # committed offset: OFFSET_INVALID.
-        assign_at(
-            consumer,
-            [
-                TopicPartition(item.topic, item.partition, starts.get(key_of(item), OFFSET_INVALID))
+        with paused_on_error(consumer, partitions):
+            if not partitions:
+                assign_at(consumer, [])
+                return
+            committed = consumer.committed(
+                [TopicPartition(p.topic, p.partition) for p in partitions], timeout=self._timeout_s
+            )
+            for item in committed:
+                if item.error is not None:
+                    raise ConsumerHelperError(
+                        f"committed offset of {item.topic}[{item.partition}]: {item.error}"
+                    )
+            fresh = [
+                key_of(item)
                 for item in committed
-            ],
-        )
+                if replay_id_of(item.metadata) != self.replay_id and self._replays(key_of(item))
+            ]
+            starts = self._start_offsets(consumer, fresh)
+            if starts:
+                self._mark_started(consumer, starts)
+            # Partitions already in the replay (and ones the snapshot leaves out) go on from the
+            # committed offset: OFFSET_INVALID.
+            assign_at(
+                consumer,
+                [
+                    TopicPartition(
+                        item.topic, item.partition, starts.get(key_of(item), OFFSET_INVALID)
+                    )
+                    for item in committed
+                ],
+            )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         positions = consumer.position([TopicPartition(p.topic, p.partition) for p in partitions])

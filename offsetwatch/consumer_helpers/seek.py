@@ -13,7 +13,7 @@ from typing import Final, Protocol
 
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
-from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of
+from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key_of, paused_on_error
 from offsetwatch.consumer_helpers.commits import commit_or_warn
 from offsetwatch.consumer_helpers.errors import ConsumerHelperError
 from offsetwatch.consumer_helpers.log_bounds import log_ends
@@ -108,26 +108,27 @@ class SeekToTimestamp:
         self._seen: set[PartitionKey] = set()
 
     def __call__(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        starts = self._starts(
-            consumer, [key_of(p) for p in partitions if key_of(p) not in self._seen]
-        )
-        # Committed at once: a partition given back later (eager groups hand everything over
-        # at every rebalance) or to another member goes on from here even if no message was
-        # read meanwhile, instead of falling back to auto.offset.reset.
-        commit_or_warn(
-            consumer,
-            [TopicPartition(*key, offset) for key, offset in starts.items()],
-            "a partition reassigned before its first commit starts from auto.offset.reset",
-        )
-        # OFFSET_INVALID: from the committed offset (auto.offset.reset when there is none).
-        assign_at(
-            consumer,
-            [
-                TopicPartition(p.topic, p.partition, starts.get(key_of(p), OFFSET_INVALID))
-                for p in partitions
-            ],
-        )
-        self._seen.update(key_of(p) for p in partitions)
+        with paused_on_error(consumer, partitions):
+            starts = self._starts(
+                consumer, [key_of(p) for p in partitions if key_of(p) not in self._seen]
+            )
+            # Committed at once: a partition given back later (eager groups hand everything over
+            # at every rebalance) or to another member goes on from here even if no message was
+            # read meanwhile, instead of falling back to auto.offset.reset.
+            commit_or_warn(
+                consumer,
+                [TopicPartition(*key, offset) for key, offset in starts.items()],
+                "a partition reassigned before its first commit starts from auto.offset.reset",
+            )
+            # OFFSET_INVALID: from the committed offset (auto.offset.reset when there is none).
+            assign_at(
+                consumer,
+                [
+                    TopicPartition(p.topic, p.partition, starts.get(key_of(p), OFFSET_INVALID))
+                    for p in partitions
+                ],
+            )
+            self._seen.update(key_of(p) for p in partitions)
 
     def _starts(self, consumer: Consumer, keys: list[PartitionKey]) -> dict[PartitionKey, int]:
         if keys and self._only_uncommitted:
