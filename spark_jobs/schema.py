@@ -29,7 +29,7 @@ Mapping, chosen so that the exporter's JSON-lines archive reads with Spark's own
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -145,6 +145,18 @@ def canonical_struct() -> StructType:
     return top
 
 
+#: the column every source adds to the canonical record: a commit's transaction outcome
+TXN_COLUMN: Final = "txn"
+
+
+def records_struct() -> StructType:
+    """What `read_records` and the `offsetwatch` data source yield: the canonical record plus
+    `txn`, the outcome of a transactional record where the source knows it (segments:
+    "none" for a plain record, "committed", "aborted" or "pending"), null where it cannot
+    (the archive and the republished topic hold no transaction state)."""
+    return canonical_struct().add(TXN_COLUMN, StringType(), True)
+
+
 def text_paths() -> frozenset[Path]:
     """Fields whose branches clash in type: they hold the value's compact JSON text."""
     return frozenset(_generate().text_paths)
@@ -243,18 +255,40 @@ def _element(kind: DataType) -> DataType:
     return kind
 
 
-def _apply(plan: _Plan, value: Any) -> Any:
+def _apply(plan: _Plan, value: Any, leaf: Callable[[DataType, Any], Any] = _text) -> Any:
     if value is None:
         return None
     if isinstance(value, list):
-        return [_apply(plan, item) for item in value]
+        return [_apply(plan, item, leaf) for item in value]
     out = dict(value)
     for name, child in plan.items():
         if name in out:
-            out[name] = (
-                _apply(child, out[name]) if isinstance(child, dict) else _text(child, out[name])
-            )
+            sub = out[name]
+            out[name] = _apply(child, sub, leaf) if isinstance(child, dict) else leaf(child, sub)
     return out
+
+
+def _binary_plan(struct: StructType, skip: frozenset[Path], path: Path = ()) -> _Plan:
+    """Where the bytes fields are (as base64 text in JSON), clashing text fields left out."""
+    plan: _Plan = {}
+    for f in struct.fields:
+        here = (*path, f.name)
+        kind = _element(f.dataType)
+        if here in skip:
+            continue
+        if isinstance(kind, BinaryType):
+            plan[f.name] = f.dataType
+        elif isinstance(kind, StructType):
+            child = _binary_plan(kind, skip, here)
+            if child:
+                plan[f.name] = child
+    return plan
+
+
+def _unbase64(kind: DataType, value: Any) -> Any:
+    if isinstance(value, list):
+        return [_unbase64(kind, item) for item in value]
+    return base64.b64decode(value, validate=True) if isinstance(value, str) else value
 
 
 def _row(kind: DataType, value: Any) -> Any:
@@ -277,18 +311,27 @@ class CanonicalRows:
     pickles to executors.
     """
 
-    struct: StructType = field(default_factory=canonical_struct)
+    struct: StructType = field(default_factory=records_struct)
     text_plan: _Plan = field(init=False)
+    binary_plan: _Plan = field(init=False)
     arrow: pa.Schema = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "text_plan", _plan(self.struct, text_paths()))
+        clashes = text_paths()
+        object.__setattr__(self, "text_plan", _plan(self.struct, clashes))
+        object.__setattr__(self, "binary_plan", _binary_plan(self.struct, clashes))
         object.__setattr__(self, "arrow", arrow_schema(self.struct))
 
     def prepare(self, canonical: dict[str, Any]) -> dict[str, Any]:
         """The dict as the struct holds it: clashing fields as text (copied, not changed in
         place)."""
         return _apply(self.text_plan, canonical) if self.text_plan else canonical
+
+    def from_json(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The canonical dict of a parsed JSON line (`json.loads` of `canonical.dumps`):
+        bytes fields back from base64. Raises ValueError for text that is not base64."""
+        decoded: dict[str, Any] = _apply(self.binary_plan, obj, _unbase64)
+        return decoded
 
     def to_row(self, canonical: dict[str, Any]) -> tuple[Any, ...]:
         """One canonical dict as a tuple in `struct` order (for `createDataFrame`)."""

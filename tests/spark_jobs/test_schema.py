@@ -179,7 +179,7 @@ def test_json_archive_and_python_rows_are_the_same(
     path = tmp_path / f"records-{id(recs)}.jsonl"
     path.write_text("".join(dumps(c) + "\n" for c in canonicals), encoding="utf-8")
     struct = canonical_struct()
-    rows = CanonicalRows()
+    rows = CanonicalRows(struct)
     from_json = spark.read.schema(struct).json(str(path)).orderBy("offset").collect()
     from_arrow = spark.createDataFrame(
         pa.Table.from_batches([rows.to_batch(canonicals)]), struct

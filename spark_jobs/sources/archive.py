@@ -1,0 +1,223 @@
+"""The `archive` source: the exporter's archive files (docs/archive-format.md).
+
+    spark.read.format("offsetwatch").option("source", "archive").load("/data/archive")
+
+Paths may be archive directories (the `date=/hour=` partition directories are walked, hidden
+files such as `.offsetwatch-...inprogress` skipped) or files. One Spark partition per file.
+Avro container files are decoded with fastavro in the executors, block by block: a corrupt
+block is quarantined (`bad_avro_block`) and reading goes on at the next block, found again by
+the file's sync marker when the block's framing itself is broken. JSON lines (and .jsonl.gz)
+are parsed in Python here; `read_records` reads them with Spark's native JSON reader instead,
+which is much faster, and uses this source for the Avro files and for quarantine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Final
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from offsetwatch.spark_jobs.sources import (
+    OUTPUT_QUARANTINE,
+    Collector,
+    FileSplit,
+    InputError,
+    output_of,
+    paths_of,
+    require_exists,
+    walk_files,
+)
+
+SOURCE: Final = "archive"
+JSONL_SUFFIXES: Final = (".jsonl", ".jsonl.gz")
+AVRO_SUFFIX: Final = ".avro"
+_AVRO_MAGIC: Final = b"Obj\x01"
+_SYNC_SIZE: Final = 16
+#: fields without which a line is no canonical record
+_REQUIRED: Final = ("type", "partition", "offset")
+
+
+def is_jsonl(path: str | Path) -> bool:
+    return str(path).endswith(JSONL_SUFFIXES)
+
+
+def is_avro(path: str | Path) -> bool:
+    return str(path).endswith(AVRO_SUFFIX)
+
+
+def archive_files(paths: list[str]) -> list[Path]:
+    """The archive files (JSON lines, gzipped JSON lines, Avro) under the paths; InputError
+    when a path is missing or none holds any."""
+    files = [
+        f for root in require_exists(paths, SOURCE) for f in walk_files(root) if _is_archive(f)
+    ]
+    if not files:
+        raise InputError(f"no archive files (*.jsonl, *.jsonl.gz, *.avro) under {', '.join(paths)}")
+    return files
+
+
+def _is_archive(path: Path) -> bool:
+    return is_jsonl(path) or is_avro(path)
+
+
+class ArchiveReader(DataSourceReader):
+    """Batch reader of archive files (pickled to the executors: plain attributes only)."""
+
+    def __init__(self, schema: StructType, options: Mapping[str, str]) -> None:
+        self.schema = schema
+        self.quarantine = output_of(options) == OUTPUT_QUARANTINE
+        self.files = [str(f) for f in archive_files(paths_of(options, SOURCE))]
+
+    def partitions(self) -> list[FileSplit]:
+        return [FileSplit((file,)) for file in self.files]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, FileSplit)
+        collector = Collector.of(self.schema, SOURCE, self.quarantine)
+        file = partition.files[0]
+        if is_avro(file):
+            yield from read_avro(file, collector)
+        else:
+            yield from read_jsonl(file, collector)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON lines
+
+
+def _open_text(path: str) -> IO[bytes] | gzip.GzipFile:
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_jsonl(file: str, collector: Collector) -> Iterator[Any]:
+    try:
+        with _open_text(file) as lines:
+            for number, line in enumerate(lines, 1):
+                if line.isspace():
+                    continue
+                canonical = _parse_line(line, file, number, collector)
+                if canonical is not None:
+                    collector.add(canonical, file, number)
+                if collector.full:
+                    yield from collector.drain()
+    except (OSError, EOFError) as error:  # a torn gzip stream: keep what came before
+        collector.bad_input(file, None, "bad_file", f"{type(error).__name__}: {error}")
+    yield from collector.drain()
+
+
+def _parse_line(line: bytes, file: str, number: int, collector: Collector) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError as error:
+        collector.bad_input(file, number, "bad_json", str(error), line)
+        return None
+    if not isinstance(obj, dict):
+        collector.bad_input(file, number, "bad_json", "not a JSON object", line)
+        return None
+    missing = [name for name in _REQUIRED if obj.get(name) is None]
+    if missing:
+        collector.bad_input(file, number, "missing_fields", f"no {', '.join(missing)}", line)
+        return None
+    try:
+        return collector.rows.from_json(obj)
+    except (ValueError, TypeError) as error:
+        collector.bad_input(file, number, "bad_record", f"bytes field: {error}", line)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Avro container files
+
+
+class _Truncated(Exception):
+    """Data ends inside a varint or a declared length."""
+
+
+def _read_long(data: bytes | memoryview, position: int) -> tuple[int, int]:
+    """An Avro long (zigzag varint) at `position`: (value, next position)."""
+    shift = 0
+    result = 0
+    while True:
+        if position >= len(data):
+            raise _Truncated
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _header_end(data: bytes) -> int:
+    """Where the first block starts (after the metadata map and the sync marker)."""
+    if data[:4] != _AVRO_MAGIC:
+        raise ValueError("not an Avro object container file (bad magic)")
+    position = 4
+    while True:
+        count, position = _read_long(data, position)
+        if count == 0:
+            break
+        if count < 0:
+            count = -count
+            _size, position = _read_long(data, position)
+        for _ in range(count * 2):  # key and value, both length-prefixed
+            length, position = _read_long(data, position)
+            position += length
+    position += _SYNC_SIZE
+    if position > len(data):
+        raise _Truncated
+    return position
+
+
+def read_avro(file: str, collector: Collector) -> Iterator[Any]:
+    from offsetwatch.decoder.avro import AvroCodec
+
+    data = Path(file).read_bytes()
+    try:
+        start = _header_end(data)
+    except (ValueError, _Truncated) as error:
+        collector.bad_input(file, 0, "bad_avro_header", str(error) or "truncated header")
+        yield from collector.drain()
+        return
+    header, sync = data[:start], data[start - _SYNC_SIZE : start]
+    codec = AvroCodec()
+    position = start
+    while position < len(data):
+        try:
+            count, body = _read_long(data, position)
+            size, body = _read_long(data, body)
+            end = body + size
+            if count < 0 or size < 0 or data[end : end + _SYNC_SIZE] != sync:
+                raise ValueError("block framing broken (count, size or sync marker)")
+        except (ValueError, _Truncated) as error:
+            found = data.find(sync, position + 1)
+            reason = "truncated" if found < 0 else "bad_avro_block"
+            collector.bad_input(file, position, reason, str(error) or "data ends inside a block")
+            if found < 0:
+                break
+            position = found + _SYNC_SIZE
+            continue
+        block_end = end + _SYNC_SIZE
+        try:
+            records = list(codec.read_container(io.BytesIO(header + data[position:block_end])))
+        except Exception as error:  # fastavro raises many types for a corrupt block
+            collector.bad_input(
+                file, position, "bad_avro_block", f"{type(error).__name__}: {error}"
+            )
+        else:
+            for record in records:
+                collector.add(record, file, position)
+        if collector.full:
+            yield from collector.drain()
+        position = block_end
+    yield from collector.drain()
