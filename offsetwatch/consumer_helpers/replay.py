@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -61,7 +61,7 @@ class FromSnapshot:
     log are clamped to [log start, log end] and logged.
     """
 
-    offsets: Mapping[PartitionKey, int] = field(default_factory=dict)
+    offsets: Mapping[PartitionKey, int]
 
 
 ReplayStart = FromBeginning | FromTimestamp | FromSnapshot
