@@ -1,0 +1,123 @@
+"""Kafka messages -> canonical dicts, in the executors, for each `format` of the kafka source.
+
+* `raw`: `__consumer_offsets` bytes, decoded with offsetwatch's decoder (C accelerator when
+  built); the canonical position is the message's own partition/offset/timestamp.
+* `json`: the exporter's republished canonical JSON (`Canonical.to_json`); bytes fields are
+  base64 text there and become bytes again (`CanonicalRows.from_json`).
+* `avro`: the exporter's republished Avro bodies, bare or with Confluent framing (magic byte
+  0 + schema id); a bare body never starts with 0 (it starts with the non-empty `type`).
+
+In the republished formats the canonical record carries the `__consumer_offsets` position it
+came from; the republished message's own position only locates a bad message.
+Undecodable messages come back as `Rejected` (never dropped): they become quarantine rows.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from offsetwatch.decoder.avro import AvroCodec, AvroError
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.codec import Codec, Message
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.spark_jobs.schema import CanonicalRows
+from offsetwatch.spark_jobs.sources.kafka_options import Format
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A message that could not be decoded, with where it was and why."""
+
+    partition: int
+    offset: int
+    reason: str
+    error: str
+    key: bytes | None
+    value: bytes | None
+
+    def raw_text(self) -> str:
+        """The message's bytes as hex, as the conformance records and `decode --hex` take them."""
+        key = None if self.key is None else self.key.hex()
+        value = None if self.value is None else self.value.hex()
+        return json.dumps({"key": key, "value": value}, separators=(",", ":"))
+
+
+#: a decoded message: its offset in the read topic and its canonical dict
+Decoded = tuple[int, dict[str, Any]]
+
+
+@dataclass(slots=True)
+class MessageDecoder:
+    """Decodes one task's messages; holds per-thread codecs, so build one per task."""
+
+    format: Format
+    rows: CanonicalRows
+    _codec: Codec = field(default_factory=Codec, init=False)
+    _canonical: Canonical = field(default_factory=Canonical, init=False)
+    _avro: AvroCodec | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.format == "avro":
+            self._avro = AvroCodec()
+
+    def decode(self, messages: list[Message]) -> tuple[list[Decoded], list[Rejected]]:
+        """(message offset, canonical dict) of the good messages, in order, and the others."""
+        if self.format == "raw":
+            return self._decode_raw(messages)
+        good: list[Decoded] = []
+        bad: list[Rejected] = []
+        for message in messages:
+            try:
+                good.append((message[3], self._decode_republished(message[1])))
+            except (ValueError, TypeError, KeyError) as error:
+                bad.append(_rejected(message, _reason(error), str(error)))
+        return good, bad
+
+    def _decode_raw(self, messages: list[Message]) -> tuple[list[Decoded], list[Rejected]]:
+        to_dict = self._canonical.to_dict
+        try:
+            return [(r.offset, to_dict(r)) for r in self._codec.decode_many(messages)], []
+        except DecodeError:
+            pass
+        # a bad record somewhere in the batch: decode it again one by one (rare)
+        good: list[Decoded] = []
+        bad: list[Rejected] = []
+        for message in messages:
+            try:
+                good.append((message[3], to_dict(self._codec.decode(*message))))
+            except DecodeError as error:
+                bad.append(_rejected(message, error.kind, str(error)))
+        return good, bad
+
+    def _decode_republished(self, value: bytes | None) -> dict[str, Any]:
+        if value is None:
+            raise ValueError("a null value: the republished topic holds no tombstones")
+        if self._avro is not None:
+            if value[:1] == b"\x00":
+                return self._avro.decode_confluent(value)[1]
+            return self._avro.decode(value)
+        record = json.loads(value)
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise ValueError("not a canonical record: a JSON object with a 'type' is expected")
+        return self.rows.from_json(record)
+
+
+def _rejected(message: Message, reason: str, error: str) -> Rejected:
+    key, value, partition, offset, _timestamp = message
+    return Rejected(partition, offset, reason, error, key, value)
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, AvroError):
+        return "bad_avro"
+    if isinstance(error, binascii.Error):
+        return "bad_base64"
+    if isinstance(error, json.JSONDecodeError | UnicodeDecodeError):
+        return "bad_json"
+    kind = getattr(error, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    return type(error).__name__.lower()
