@@ -120,3 +120,21 @@ def positions(consumer: Consumer, topic: str, partitions: Iterable[int]) -> dict
         p.partition: p.offset
         for p in consumer.position([TopicPartition(topic, partition) for partition in partitions])
     }
+
+
+def produce_in_small_batches(
+    bootstrap: str, topic: str, partitions: int, per_partition: int, batch: int = 5
+) -> None:
+    """`per_partition` messages in each partition, stored as message sets of `batch`.
+
+    The mock answers a fetch with one stored message set per partition, so small sets make a
+    consumer read every partition a little at a time (as from a real broker with small
+    fetch sizes) instead of one whole partition first.
+    """
+    producer = fast_producer(bootstrap)
+    producer.list_topics(topic, timeout=10)
+    for start in range(0, per_partition, batch):
+        for partition in range(partitions):
+            for offset in range(start, min(start + batch, per_partition)):
+                producer.produce(topic, value=f"{partition}:{offset}".encode(), partition=partition)
+        assert producer.flush(30) == 0

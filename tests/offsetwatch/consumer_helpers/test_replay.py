@@ -34,6 +34,7 @@ from tests.offsetwatch.consumer_helpers.clients import (
     Reader,
     make_consumer,
     poll_until,
+    produce_in_small_batches,
     produce_timed,
 )
 
@@ -86,6 +87,11 @@ def _replaying_reader(bootstrap: str, group: str, protocol: str, replay: str) ->
     return reader
 
 
+def _under_way(reader: Reader) -> bool:
+    """Every partition begun: whichever moves to another member has progress to lose."""
+    return {partition for partition, _ in reader.read} == set(range(PARTITIONS))
+
+
 def _settled(*readers: Reader) -> bool:
     """Every partition assigned to exactly one reader, and every reader has some."""
     sets = [reader.assigned() for reader in readers]
@@ -99,16 +105,18 @@ def test_members_joining_one_after_another_do_not_replay_twice(
     protocol: str,
 ) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
-    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    kafka_cluster.create_topic(TOPIC, PARTITIONS)
+    produce_in_small_batches(bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
     group = f"replay-{uuid.uuid4().hex}"
     _caught_up_group(bootstrap, group, protocol)
 
     first = _replaying_reader(bootstrap, group, protocol, "r1")
     readers = [first]
     try:
-        poll_until([first], lambda: len(first.read) >= 40)
-        # Hold `first` mid-replay (no partition finished) while `second` joins.
+        poll_until([first], lambda: _under_way(first))
+        # Hold `first` mid-replay (every partition begun, none finished) while `second` joins.
         first.consumer.pause(first.consumer.assignment())
+        assert len(first.read) < PARTITIONS * PER_PARTITION / 2, "the replay is under way"
         second = _replaying_reader(bootstrap, group, protocol, "r1")
         readers.append(second)
         poll_until([first, second], lambda: _settled(first, second))
@@ -143,7 +151,8 @@ def test_a_naive_seek_in_on_assign_does_replay_twice(
     """The failure the controller prevents, shown by the same scenario: without the mark the
     second member takes its partitions back to the beginning."""
     bootstrap = kafka_cluster.bootstrap_servers
-    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    kafka_cluster.create_topic(TOPIC, PARTITIONS)
+    produce_in_small_batches(bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
     group = f"naive-{uuid.uuid4().hex}"
     _caught_up_group(bootstrap, group, "cooperative")
 
@@ -158,7 +167,7 @@ def test_a_naive_seek_in_on_assign_does_replay_twice(
     first, second = readers
     first.consumer.subscribe([TOPIC], on_assign=naive)
     try:
-        poll_until([first], lambda: len(first.read) >= 40)
+        poll_until([first], lambda: _under_way(first))
         first.consumer.pause(first.consumer.assignment())
         second.consumer.subscribe([TOPIC], on_assign=naive)
         poll_until([first, second], lambda: _settled(first, second))
