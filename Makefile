@@ -27,6 +27,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/decode.py
 	$(BIN)/python benchmarks/exporter.py
+	$(BIN)/python benchmarks/lag_history.py
 	$(BIN)/python benchmarks/offset_ops.py
 
 clean:

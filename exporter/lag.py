@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
+    "DEFAULT_RECENT_SAMPLES",
     "DEFAULT_SAMPLE_INTERVAL_MS",
+    "THINNING_DIVISOR",
     "LagSeconds",
     "LogEndHistory",
     "ProduceTime",
@@ -27,9 +29,15 @@ __all__ = [
 ]
 
 DEFAULT_SAMPLE_INTERVAL_MS = 10_000
-# 90 samples at 10 s cover 15 minutes of a partition whose log end moves at every sample;
-# idle stretches cost at most two samples, so quiet partitions are covered for much longer.
-DEFAULT_MAX_SAMPLES = 90
+# A partition whose log end moves at every 10 s sample: the newest 90 samples (15 minutes,
+# as far as the status window looks back) stay at full resolution and the rest of the 200
+# are thinned geometrically, which always reaches back more than 40 hours (measured in
+# benchmarks/lag_history.py). Idle stretches cost at most two samples, so quiet partitions
+# are covered for even longer.
+DEFAULT_MAX_SAMPLES = 200
+DEFAULT_RECENT_SAMPLES = 90
+#: beyond the recent samples, two kept samples are at most 1/10 of the younger one's age apart
+THINNING_DIVISOR = 10
 
 
 def offset_lag(log_end_offset: int, committed_offset: int) -> int:
@@ -69,38 +77,59 @@ class LagSeconds:
 class LogEndHistory:
     """Bounded history of (sample_time_ms, log_end_offset) for one data topic-partition.
 
-    Samples live interleaved in a single `array('q')` (16 bytes per sample, no per-sample
-    Python objects) that grows on demand up to `max_samples` and then becomes a ring buffer:
-    with ~100k partitions a list of tuples would cost ~10x more, and preallocating every ring
-    would charge idle partitions for samples they never need.
+    Samples live interleaved, oldest first, in a single `array('q')` (16 bytes per sample, no
+    per-sample Python objects) that grows on demand up to `max_samples`: with ~100k
+    partitions a list of tuples would cost ~10x more, and preallocating would charge idle
+    partitions for samples they never need.
 
     Runs of equal log ends are compressed: a run keeps its first sample (so "idle since" stays
     exact) and the latest time it was still seen at that offset is held in one field; only
     when the log end moves again is that run end written as a sample, because interpolating
     the next messages needs to know when the partition was last seen still. An idle partition
     therefore costs one or two samples however long it idles.
+
+    A busy partition fills the array; it is then thinned geometrically instead of dropping its
+    oldest samples, so the history reaches back days rather than `max_samples` intervals and
+    lag in seconds keeps growing for a stopped consumer. The newest `recent_samples` are kept
+    as sampled. Older ones are dropped only while the gap left between two kept samples stays
+    within 1/`THINNING_DIVISOR` of the younger one's age: every kept sample is a real sample,
+    so interpolation still never extrapolates, and its error (at most the bracketing gap) is
+    at most one sampling interval in the recent range and 10% of the lag beyond it. A thinning
+    pass frees at least a quarter of the thinnable room (dropping the oldest samples if the
+    rule alone frees less), so its cost is spread over that many samples.
     """
 
-    __slots__ = ("_buf", "_count", "_last_seen_ms", "_max", "_resets", "_start")
+    __slots__ = ("_buf", "_last_seen_ms", "_max", "_recent", "_resets", "_slack")
 
-    def __init__(self, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
-        if max_samples < 2:
+    def __init__(
+        self,
+        max_samples: int = DEFAULT_MAX_SAMPLES,
+        recent_samples: int = DEFAULT_RECENT_SAMPLES,
+    ) -> None:
+        if recent_samples < 1 or max_samples < recent_samples + 2:
             # Closing a flat run and opening the next one writes two samples at once.
-            raise ValueError(f"max_samples must be >= 2, got {max_samples}")
+            raise ValueError(
+                f"need 1 <= recent_samples <= max_samples - 2, got recent_samples "
+                f"{recent_samples} and max_samples {max_samples}"
+            )
         self._max = max_samples
+        self._recent = recent_samples
+        self._slack = max(2, (max_samples - recent_samples) // 4)
         self._buf = array("q")
-        self._start = 0
-        self._count = 0
         self._last_seen_ms = 0
         self._resets = 0
 
     def __len__(self) -> int:
         """Number of stored samples (a flat run's open end is not one of them)."""
-        return self._count
+        return len(self._buf) >> 1
 
     @property
     def max_samples(self) -> int:
         return self._max
+
+    @property
+    def recent_samples(self) -> int:
+        return self._recent
 
     @property
     def resets(self) -> int:
@@ -109,8 +138,6 @@ class LogEndHistory:
 
     def clear(self) -> None:
         self._buf = array("q")
-        self._start = 0
-        self._count = 0
         self._last_seen_ms = 0
 
     def record(self, time_ms: int, log_end_offset: int) -> bool:
@@ -122,14 +149,14 @@ class LogEndHistory:
         """
         if log_end_offset < 0:
             raise ValueError(f"log end offset must be >= 0, got {log_end_offset}")
-        if self._count == 0:
+        buf = self._buf
+        if not buf:
             self._push(time_ms, log_end_offset)
             self._last_seen_ms = time_ms
             return True
         if time_ms <= self._last_seen_ms:
             return False
-        last = self._count - 1
-        last_offset = self._offset(last)
+        last_time, last_offset = buf[-2], buf[-1]
         if log_end_offset == last_offset:
             self._last_seen_ms = time_ms
             return True
@@ -139,7 +166,7 @@ class LogEndHistory:
             self._push(time_ms, log_end_offset)
             self._last_seen_ms = time_ms
             return True
-        if self._last_seen_ms > self._time(last):
+        if self._last_seen_ms > last_time:
             self._push(self._last_seen_ms, last_offset)
         self._push(time_ms, log_end_offset)
         self._last_seen_ms = time_ms
@@ -147,20 +174,21 @@ class LogEndHistory:
 
     def latest(self) -> tuple[int, int] | None:
         """(time_ms, log_end_offset) of the most recent sample, None before the first one."""
-        if self._count == 0:
+        if not self._buf:
             return None
-        return self._last_seen_ms, self._offset(self._count - 1)
+        return self._last_seen_ms, self._buf[-1]
 
     def first(self) -> tuple[int, int] | None:
         """(time_ms, log_end_offset) of the oldest sample still held."""
-        if self._count == 0:
+        if not self._buf:
             return None
-        return self._time(0), self._offset(0)
+        return self._buf[0], self._buf[1]
 
     def samples(self) -> list[tuple[int, int]]:
         """Stored samples oldest first, plus the open end of the current flat run if any."""
-        out = [(self._time(i), self._offset(i)) for i in range(self._count)]
-        if self._count and self._last_seen_ms > out[-1][0]:
+        buf = self._buf
+        out = list(zip(buf[0::2], buf[1::2], strict=True))
+        if out and self._last_seen_ms > out[-1][0]:
             out.append((self._last_seen_ms, out[-1][1]))
         return out
 
@@ -170,9 +198,9 @@ class LogEndHistory:
         None when the latest sample moved the log end (or there is no sample): then it is only
         known to have changed somewhere between the last two samples.
         """
-        if self._count == 0:
+        if not self._buf:
             return None
-        run_start = self._time(self._count - 1)
+        run_start = self._buf[-2]
         return run_start if self._last_seen_ms > run_start else None
 
     def log_end_at(self, time_ms: int) -> int | None:
@@ -180,16 +208,17 @@ class LogEndHistory:
 
         For times after the latest sample this is the latest known value, not a guess.
         """
-        if self._count == 0 or time_ms < self._time(0):
+        buf = self._buf
+        if not buf or time_ms < buf[0]:
             return None
-        lo, hi = 0, self._count - 1
+        lo, hi = 0, (len(buf) >> 1) - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self._time(mid) <= time_ms:
+            if buf[2 * mid] <= time_ms:
                 lo = mid
             else:
                 hi = mid - 1
-        return self._offset(lo)
+        return buf[2 * lo + 1]
 
     def produce_time_ms(self, offset: int) -> ProduceTime | None:
         """When the message AT `offset` was appended (the next one a consumer there would read).
@@ -198,19 +227,20 @@ class LogEndHistory:
         we know). Otherwise interpolates between the last sample with log_end <= offset and
         the first with log_end > offset; never extrapolates outside the history.
         """
-        if self._count == 0 or offset >= self._offset(self._count - 1):
+        buf = self._buf
+        if not buf or offset >= buf[-1]:
             return None
-        lo, hi = 0, self._count - 1
+        lo, hi = 0, (len(buf) >> 1) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._offset(mid) > offset:
+            if buf[2 * mid + 1] > offset:
                 hi = mid
             else:
                 lo = mid + 1
         if lo == 0:
-            return ProduceTime(self._time(0), is_lower_bound=True)
-        t_before, end_before = self._time(lo - 1), self._offset(lo - 1)
-        t_after, end_after = self._time(lo), self._offset(lo)
+            return ProduceTime(buf[0], is_lower_bound=True)
+        t_before, end_before = buf[2 * lo - 2], buf[2 * lo - 1]
+        t_after, end_after = buf[2 * lo], buf[2 * lo + 1]
         # The n = end_after - end_before messages arrived somewhere in (t_before, t_after];
         # for arrivals spread uniformly the k-th of n lands on average at k/(n+1) of the gap.
         # That keeps a lone message in a gap at the midpoint instead of at either end.
@@ -218,29 +248,38 @@ class LogEndHistory:
         n = end_after - end_before
         return ProduceTime(t_before + (t_after - t_before) * k // (n + 1), is_lower_bound=False)
 
-    def _time(self, i: int) -> int:
-        p = self._start + i
-        if p >= self._max:
-            p -= self._max
-        return self._buf[2 * p]
-
-    def _offset(self, i: int) -> int:
-        p = self._start + i
-        if p >= self._max:
-            p -= self._max
-        return self._buf[2 * p + 1]
-
     def _push(self, time_ms: int, log_end_offset: int) -> None:
-        if self._count < self._max:
-            # While growing, _start stays 0 so physical order is logical order.
-            self._buf.append(time_ms)
-            self._buf.append(log_end_offset)
-            self._count += 1
-            return
-        p = self._start
-        self._buf[2 * p] = time_ms
-        self._buf[2 * p + 1] = log_end_offset
-        self._start = p + 1 if p + 1 < self._max else 0
+        if len(self._buf) >= 2 * self._max:
+            self._thin(time_ms)
+        self._buf.append(time_ms)
+        self._buf.append(log_end_offset)
+
+    def _thin(self, now_ms: int) -> None:
+        """Drop older samples (see the class docs) until `_slack` slots are free."""
+        buf = self._buf
+        recent_from = (len(buf) >> 1) - self._recent
+        times = buf[0 : 2 * recent_from : 2].tolist()
+        divisor = THINNING_DIVISOR
+        # Walk from the newest thinnable sample to the oldest, dropping sample i when the gap
+        # between its older neighbour and the youngest sample kept so far stays small enough.
+        # Dropped samples come in runs, each removed with one slice deletion (a memmove); a
+        # run above the current index never shifts the samples still to be looked at.
+        younger_at = recent_from
+        younger = buf[2 * recent_from]
+        kept = 1  # the oldest sample, unless the room runs out below
+        for i in range(recent_from - 1, 0, -1):
+            if divisor * (younger - times[i - 1]) > now_ms - younger:
+                if younger_at > i + 1:
+                    del buf[2 * i + 2 : 2 * younger_at]
+                younger_at = i
+                younger = times[i]
+                kept += 1
+        if younger_at > 1:
+            del buf[2 : 2 * younger_at]
+        # Beyond the room the oldest go: the history then starts later, as a plain ring would.
+        excess = kept - (self._max - self._slack - self._recent)
+        if excess > 0:
+            del buf[: 2 * excess]
 
 
 def lag_seconds(history: LogEndHistory, committed_offset: int, now_ms: int) -> LagSeconds:
