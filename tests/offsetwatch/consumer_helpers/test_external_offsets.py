@@ -24,7 +24,13 @@ from offsetwatch.consumer_helpers import (
 )
 from offsetwatch.mock_cluster import MockCluster
 from tests.kafka_fixtures import create_data_topic, kafka_cluster  # noqa: F401
-from tests.offsetwatch.consumer_helpers.clients import PROTOCOLS, Reader, make_consumer, poll_until
+from tests.offsetwatch.consumer_helpers.clients import (
+    PROTOCOLS,
+    Reader,
+    make_consumer,
+    poll_until,
+    produce_in_small_batches,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -119,7 +125,8 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
 ) -> None:
     """Revoked partitions are saved and dropped by the old owner, restored by the new one."""
     bootstrap = kafka_cluster.bootstrap_servers
-    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
+    kafka_cluster.create_topic(TOPIC, PARTITIONS)
+    produce_in_small_batches(bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
     store = FileOffsetStore(tmp_path / "offsets")
     group = f"ext-{uuid.uuid4().hex}"
     # No save per message: what the first member did reaches the store through on_revoke.
@@ -127,7 +134,8 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
     first = _reader(bootstrap, group, protocol, first_offsets, save=False)
     readers = [first]
     try:
-        poll_until([first], lambda: len(first.read) >= 40)
+        # Every partition begun, none finished: whichever moves has state to carry.
+        poll_until([first], lambda: {p for p, _ in first.read} == set(range(PARTITIONS)))
         first.consumer.pause(first.consumer.assignment())
         second = _reader(bootstrap, group, protocol, second_offsets, save=False)
         readers.append(second)
@@ -141,6 +149,8 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
         first.consumer.resume(first.consumer.assignment())
         moved = set(second_offsets.partitions)
         assert not moved & set(first_offsets.partitions), "the old owner still holds state"
+        carried = {key: second_offsets.state(*key) for key in moved}
+        assert all(carried.values()), "the new owner restored what the old one saved"
         poll_until([first, second], lambda: _complete(first_offsets, second_offsets))
     finally:
         for reader in readers:
