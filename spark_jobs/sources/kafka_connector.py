@@ -1,0 +1,109 @@
+"""Decode what Spark's own Kafka connector reads, for clusters that have `spark-sql-kafka`.
+
+    raw = (spark.read.format("kafka")                      # or spark.readStream
+           .option("kafka.bootstrap.servers", "broker:9092")
+           .option("subscribe", "__consumer_offsets")
+           .option("kafka.isolation.level", "read_committed")
+           .load())
+    records = decode_kafka_dataframe(raw)                   # the canonical schema
+    bad = decode_kafka_dataframe(raw, output="quarantine")  # lake_schema.QUARANTINE_SCHEMA
+
+The connector's columns (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`) go
+through `mapInArrow` into the same decoder the `kafka` source uses, so both give the same rows
+and the same quarantine rows. Works on streaming DataFrames too (mapInArrow is a per-row map).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
+from offsetwatch.spark_jobs.schema import CanonicalRows, arrow_schema
+from offsetwatch.spark_jobs.sources import OUTPUT_QUARANTINE, Collector, output_of
+from offsetwatch.spark_jobs.sources.kafka_decode import MessageDecoder
+from offsetwatch.spark_jobs.sources.kafka_options import FORMATS, Format, KafkaOptionError
+from offsetwatch.spark_jobs.sources.kafka_read import SOURCE, collect
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: the connector's columns this needs
+CONNECTOR_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class _DecodeBatches:
+    """The mapInArrow function (a picklable top-level class, run in the Python workers)."""
+
+    format: Format
+    quarantine: bool
+    rows: CanonicalRows = field(default_factory=CanonicalRows)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        decoder = MessageDecoder(self.format, self.rows)
+        collector = Collector(self.rows, SOURCE, self.quarantine)
+        bad_schema = arrow_schema(QUARANTINE_SCHEMA)
+        for batch in batches:
+            columns = batch.to_pydict()
+            messages = list(
+                zip(
+                    columns["key"],
+                    columns["value"],
+                    columns["partition"],
+                    columns["offset"],
+                    columns["timestamp_ms"],
+                    strict=True,
+                )
+            )
+            for topic in sorted(set(columns["topic"])):
+                mine = [m for m, t in zip(messages, columns["topic"], strict=True) if t == topic]
+                collect(decoder, collector, topic, mine)
+            yield from _as_batches(collector.drain(), bad_schema)
+
+
+def _as_batches(items: Iterator[Any], bad_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Arrow batches as they come; quarantine rows (tuples) gathered into one batch."""
+    bad: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            yield item
+        else:
+            bad.append(dict(zip(bad_schema.names, item, strict=True)))
+    if bad:
+        yield pa.RecordBatch.from_pylist(bad, schema=bad_schema)
+
+
+def decode_kafka_dataframe(
+    df: DataFrame, format: Format = "raw", output: str = "records"
+) -> DataFrame:
+    """The canonical DataFrame of a DataFrame with the Spark Kafka connector's columns.
+
+    `format`: raw (`__consumer_offsets`) or json / avro (the exporter's republished topic).
+    Undecodable records are skipped; `output="quarantine"` gives them instead, as rows of
+    `lake_schema.QUARANTINE_SCHEMA` (file `<topic>-<partition>`, position = offset).
+    """
+    from pyspark.sql import functions as F
+
+    if format not in FORMATS:
+        raise KafkaOptionError(f"format must be one of {', '.join(FORMATS)} (got {format!r})")
+    quarantine = output_of({"output": output}) == OUTPUT_QUARANTINE
+    missing = [c for c in CONNECTOR_COLUMNS if c not in df.columns]
+    if missing:
+        raise KafkaOptionError(
+            f"not a Kafka connector DataFrame: no column {', '.join(missing)} "
+            f"(expected {', '.join(CONNECTOR_COLUMNS)})"
+        )
+    decode = _DecodeBatches(format, quarantine)
+    source = df.select(
+        "key",
+        "value",
+        "topic",
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("offset"),
+        F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
+    )
+    return source.mapInArrow(decode, QUARANTINE_SCHEMA if quarantine else decode.rows.struct)
