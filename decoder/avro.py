@@ -60,7 +60,7 @@ from offsetwatch.decoder.layout import (
     has_tags_field,
 )
 from offsetwatch.decoder.records import MemberMetadata
-from offsetwatch.decoder.registry import RECORD_TYPES
+from offsetwatch.decoder.registry import OWN_TYPES, RECORD_TYPES
 
 NAMESPACE: Final = "offsetwatch"
 TOP_NAME: Final = "CanonicalRecord"
@@ -107,7 +107,7 @@ _CANDIDATE_CODECS: Final = ("null", "deflate", "snappy", "zstandard", "bzip2", "
 
 _TOP_FIELDS: Final = (
     ("type", "string", "record type name (`offset_commit`, ..., `unknown`)"),
-    ("key_type", "int", "the int16 key type K of __consumer_offsets"),
+    ("key_type", "int", "the int16 key type K of __consumer_offsets; -1 for a log-end sample"),
     (
         "value_version",
         ["null", "int"],
@@ -115,10 +115,14 @@ _TOP_FIELDS: Final = (
     ),
     ("tombstone", "boolean", "true when the value is null (a deletion)"),
     ("newer_version", "boolean", "value version above what the decoder knows"),
-    ("partition", "int", "partition of __consumer_offsets"),
-    ("offset", "long", "offset in that partition"),
+    ("partition", "int", "partition of __consumer_offsets; -1 for a log-end sample"),
+    ("offset", "long", "offset in that partition; a log-end sample's own id"),
     ("timestamp", "long", "record timestamp, epoch milliseconds"),
-    ("group", ["null", "string"], "the group id; null only for unknown record types"),
+    (
+        "group",
+        ["null", "string"],
+        "the group id; null for unknown record types and log-end samples",
+    ),
 )
 
 
@@ -236,6 +240,17 @@ def value_classes() -> tuple[type, ...]:
     return tuple(dict.fromkeys(c for t in RECORD_TYPES.values() for c in t.value_classes))
 
 
+def own_key_classes() -> tuple[type, ...]:
+    """Key records of offsetwatch's own types (log-end samples): after `UnknownKey`, so the
+    branch numbers of the `__consumer_offsets` types and of `UnknownKey` never move."""
+    return tuple(dict.fromkeys(t.key_class for t in OWN_TYPES))
+
+
+def own_value_classes() -> tuple[type, ...]:
+    """Value records of offsetwatch's own types: after `UnknownValue`, for the same reason."""
+    return tuple(dict.fromkeys(c for t in OWN_TYPES for c in t.value_classes))
+
+
 def avro_schema() -> dict[str, Any]:
     """The Avro schema of `offsetwatch.CanonicalRecord`, generated from the layouts."""
     builder = _SchemaBuilder()
@@ -244,9 +259,11 @@ def avro_schema() -> dict[str, Any]:
     ]
     keys = [builder.struct(cls) for cls in key_classes()]
     keys.append(builder.raw(UNKNOWN_KEY))
+    keys.extend(builder.struct(cls) for cls in own_key_classes())
     values: list[Any] = ["null"]
     values.extend(builder.struct(cls) for cls in value_classes())
     values.append(builder.raw(UNKNOWN_VALUE))
+    values.extend(builder.struct(cls) for cls in own_value_classes())
     fields.append({"name": "key", "type": keys, "doc": "the key fields, by record type"})
     fields.append(
         {"name": "value", "type": values, "doc": "the value fields; null for a tombstone"}
@@ -255,8 +272,8 @@ def avro_schema() -> dict[str, Any]:
         "type": "record",
         "name": TOP_NAME,
         "namespace": NAMESPACE,
-        "doc": "One record of Kafka's __consumer_offsets, decoded by offsetwatch "
-        "(docs/canonical-schema.md).",
+        "doc": "One record of Kafka's __consumer_offsets, decoded by offsetwatch, or a "
+        "log-end sample offsetwatch adds (docs/canonical-schema.md).",
         "fields": fields,
     }
 
@@ -400,7 +417,7 @@ class _Branch:
 def _branches() -> dict[str, _Branch]:
     cache: dict[type, _Plan] = {}
     branches: dict[str, _Branch] = {}
-    for rtype in RECORD_TYPES.values():
+    for rtype in (*RECORD_TYPES.values(), *OWN_TYPES):
         values = tuple(
             (
                 frozenset(f.name for f in field_layouts(cls)),
@@ -847,12 +864,29 @@ def schema_markdown() -> str:
         f"[{UNKNOWN_VALUE}](#{_anchor(UNKNOWN_VALUE)}) | member{len(keys)} | "
         f"member{len(values)} |"
     )
+    own_keys, own_values = own_key_classes(), own_value_classes()
+    for rtype in OWN_TYPES:
+        key_name = rtype.key_class.__name__
+        value_cls = rtype.value_classes[0]
+        lines.append(
+            f"| {rtype.key_type} (not in `__consumer_offsets`) | `{rtype.name}` | "
+            f"{rtype.value_versions.low} | [{key_name}](#{_anchor(key_name)}) | "
+            f"[{value_cls.__name__}](#{_anchor(value_cls.__name__)}) | "
+            f"member{len(keys) + 1 + own_keys.index(rtype.key_class)} | "
+            f"member{len(values) + 1 + own_values.index(value_cls)} |"
+        )
     lines += ["", "### Key records", ""]
     for cls in keys:
         lines += _record_table(cls, records[cls.__name__])
     lines += ["### Value records", ""]
     for cls in values:
         used_by = {f"`{t.name}`": None for t in RECORD_TYPES.values() if cls in t.value_classes}
+        lines += _record_table(cls, records[cls.__name__], f"Value of {', '.join(used_by)}.")
+    lines += ["### Records offsetwatch adds (not from `__consumer_offsets`)", ""]
+    for cls in own_keys:
+        lines += _record_table(cls, records[cls.__name__])
+    for cls in own_values:
+        used_by = {f"`{t.name}`": None for t in OWN_TYPES if cls in t.value_classes}
         lines += _record_table(cls, records[cls.__name__], f"Value of {', '.join(used_by)}.")
     lines += ["### Nested records", ""]
     for cls in _nested_classes((*keys, *values)):

@@ -447,6 +447,27 @@ class StreamsGroupTargetAssignmentResolvedTopicIdsValue:
     tags: Tags = tags_field()
 
 
+# --------------------------------------------------------------------------------------------
+# Not from __consumer_offsets: records offsetwatch adds to its own outputs (archive, republished
+# topic). They share the canonical envelope but are never decoded from Kafka bytes.
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndKey:
+    """A log-end sample's key: the data partition that was sampled."""
+
+    topic: str = wire(STR)
+    partition: int = wire(I32)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndValue:
+    """A log-end sample: the partition's log-end offset (high watermark) at `sampled_at_ms`."""
+
+    log_end_offset: int = wire(I64)
+    sampled_at_ms: int = wire(I64)
+
+
 Value = (
     OffsetCommitValue
     | GroupMetadataValue

@@ -107,5 +107,22 @@ _TYPES: Final = (
 
 RECORD_TYPES: Final = {t.key_type: t for t in _TYPES}
 
+#: the `key_type` of log-end samples: negative, so never a Kafka key type (those are int16 >= 0)
+LOG_END_KEY_TYPE: Final = -1
+
+#: record types offsetwatch writes itself beside the decoded ones (archive, republished topic).
+#: Kept out of RECORD_TYPES on purpose: the decoder must never read Kafka bytes as one of them.
+OWN_TYPES: Final = (
+    RecordType(
+        LOG_END_KEY_TYPE,
+        "log_end",
+        "LogEndSample",
+        r.LogEndKey,
+        (r.LogEndValue,),
+        Versions.parse("0"),
+        None,
+    ),
+)
+
 #: value class -> the record types it belongs to (for encoding without the key type)
 TYPE_NAMES: Final = tuple(sorted({t.name for t in _TYPES}))

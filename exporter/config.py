@@ -111,6 +111,9 @@ class ExporterConfig:
     http_request_timeout_s: float = 10.0
     #: how often the log-end offsets of the tracked partitions are sampled
     sample_interval_s: float = 10.0
+    #: the archive and publish topic get every tracked partition's log end this often, and in
+    #: between only the log ends that changed
+    log_end_full_round_s: float = 300.0
     #: how often the lag/status snapshot served to scrapes is rebuilt
     snapshot_interval_s: float = 5.0
     #: the window the consumer status rules judge (docs/status-rules.md)
@@ -273,6 +276,15 @@ _SETTINGS: Final = (
         "Seconds between two samples of the log-end offsets of the tracked partitions. "
         "Lag in seconds is interpolated between samples, so shorter is more precise but "
         "costs more ListOffsets requests.",
+        "SECONDS",
+    ),
+    _Setting(
+        "log_end_full_round_s",
+        "float",
+        "With --archive-dir or --publish-topic, log-end samples are written there too "
+        "(type log_end, docs/archive-format.md): each sampling round writes the partitions "
+        "whose log end changed, and every this many seconds a round writes all of them, so "
+        "idle partitions stay visible to history jobs.",
         "SECONDS",
     ),
     _Setting(
@@ -453,6 +465,7 @@ def _validate(config: ExporterConfig) -> None:
             raise _fail("web_config", str(error)) from None
     for name in (
         "sample_interval_s",
+        "log_end_full_round_s",
         "snapshot_interval_s",
         "status_window_s",
         "archive_roll_s",

@@ -23,8 +23,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from offsetwatch.decoder.canonical import Canonical, identity_key
+from offsetwatch.decoder.canonical import Canonical, dumps, identity_key
 from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.log_end import log_end_identity_key
 from offsetwatch.decoder.records import AnyRecord
 from offsetwatch.exporter.checkpoint import (
     CheckpointError,
@@ -37,6 +38,7 @@ from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
 from offsetwatch.exporter.lag import LogEndHistory
+from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import RecordPublisher
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
@@ -88,6 +90,7 @@ class Exporter:
     _next_tracked_ms: int = 0
     _quarantine_file: Any = None
     _avro: Any = None
+    _log_end_records: LogEndRecords = field(init=False)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -102,6 +105,7 @@ class Exporter:
             ),
         )
         self.ingestor.quarantine.append(self._on_quarantined)
+        self._log_end_records = LogEndRecords(int(cfg.log_end_full_round_s * 1000))
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -187,6 +191,30 @@ class Exporter:
         self.publisher.publish(record.partition, record.offset, identity_key(record), value)
         self.stats.published_total += 1
 
+    def _write_log_ends(self, time_ms: int, offsets: dict[tuple[str, int], int | None]) -> None:
+        """Log-end samples go where the records go, so history jobs see both in one stream."""
+        if self.archive is None and self.publisher is None:
+            return
+        for sample in self._log_end_records.records(time_ms, offsets):
+            if self.archive is not None:
+                self.archive.write(sample)
+            if self.publisher is not None:
+                self.publisher.publish_unpositioned(
+                    log_end_identity_key(sample["key"]["topic"], sample["key"]["partition"]),
+                    self._serialize(sample),
+                )
+            self.stats.log_end_records_total += 1
+
+    def _serialize(self, canonical: dict[str, Any]) -> bytes:
+        if self._avro is None:
+            return dumps(canonical).encode("utf-8")
+        schema_id = self.config.publish_schema_id
+        if schema_id is None:
+            body: bytes = self._avro.encode(canonical)
+            return body
+        framed: bytes = self._avro.encode_confluent(canonical, schema_id)
+        return framed
+
     def _archive(self, record: AnyRecord) -> None:
         self.archive.write(self._canonical.to_dict(record))
         self.stats.archive_records_total += 1
@@ -212,8 +240,6 @@ class Exporter:
         if self._quarantine_file is None:
             directory.mkdir(parents=True, exist_ok=True)
             self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        from offsetwatch.decoder.canonical import dumps
-
         line = dumps(
             {
                 "partition": item.partition,
@@ -263,6 +289,7 @@ class Exporter:
                     history = self.histories[key] = LogEndHistory()
                 history.record(time_ms, end)
             self.stats.last_sample_ms = time_ms
+            self._write_log_ends(time_ms, offsets)
 
     # -- the main loop ---------------------------------------------------------------------
 

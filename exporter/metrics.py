@@ -233,6 +233,11 @@ S_PUBLISHED: Final = _c("published_total", (), "Records published downstream.")
 S_PUBLISH_ERRORS: Final = _c("publish_errors_total", (), "Failed downstream publishes.")
 S_DLQ: Final = _c("dlq_total", (), "Records sent to the dead-letter queue.")
 S_ARCHIVE: Final = _c("archive_records_total", (), "Records written to the archive.")
+S_LOG_END_RECORDS: Final = _c(
+    "log_end_records_total",
+    (),
+    "Log-end samples written as log_end records to the archive and/or the publish topic.",
+)
 S_SNAPSHOT_AGE: Final = _g("snapshot_age_seconds", (), "Age of the snapshot being served.")
 S_SNAPSHOT_DURATION: Final = _g(
     "snapshot_duration_seconds", (), "Time the last snapshot took to build."
@@ -340,6 +345,7 @@ SELF_FAMILIES: Final = (
     S_PUBLISH_ERRORS,
     S_DLQ,
     S_ARCHIVE,
+    S_LOG_END_RECORDS,
     S_SNAPSHOT_AGE,
     S_SNAPSHOT_DURATION,
     S_SAMPLE_AGE,
@@ -654,6 +660,7 @@ def _self_families(
     yield S_PUBLISH_ERRORS, [((), stats.publish_errors_total)]
     yield S_DLQ, [((), stats.dlq_total)]
     yield S_ARCHIVE, [((), stats.archive_records_total)]
+    yield S_LOG_END_RECORDS, [((), stats.log_end_records_total)]
     yield S_SNAPSHOT_AGE, _age(snapshot.time_ms, now_ms)
     if stats.snapshot_time_ms > 0:
         yield S_SNAPSHOT_DURATION, [((), stats.snapshot_duration_s)]

@@ -294,7 +294,13 @@ class RecordPublisher:
         token = self.tracker.register(source_partition, source_offset, len(records))
         for index, record in enumerate(records):
             try:
-                self._produce(self.output_topic, record.key, record.value, record.headers, token)
+                self._produce(
+                    self.output_topic,
+                    record.key,
+                    record.value,
+                    record.headers,
+                    functools.partial(self._on_delivery, token),
+                )
             except BaseException:
                 self.tracker.unregister(token, len(records) - index)
                 raise
@@ -323,7 +329,9 @@ class RecordPublisher:
         )
         token = self.tracker.register(source_partition, source_offset, 1)
         try:
-            self._produce(self.dlq_topic, key, value, dlq_headers, token)
+            self._produce(
+                self.dlq_topic, key, value, dlq_headers, functools.partial(self._on_delivery, token)
+            )
         except BaseException:
             self.tracker.unregister(token, 1)
             raise
@@ -334,17 +342,24 @@ class RecordPublisher:
         """A source record that produces nothing (filtered, or state-only)."""
         self.tracker.register(source_partition, source_offset, 0)
 
+    def publish_unpositioned(self, key: bytes | None, value: bytes | None) -> None:
+        """An output record of no source record (a log-end sample): it holds back no
+        checkpoint, and a failed delivery counts as a failure but pins no watermark (the
+        next sampling round writes the partition again)."""
+        if not self.enabled:
+            return
+        self._produce(self.output_topic, key, value, (), self._on_unpositioned_delivery)
+
     def _produce(
         self,
         topic: str,
         key: bytes | None,
         value: bytes | None,
         headers: Iterable[tuple[str, bytes]],
-        token: DeliveryToken,
+        callback: Callable[[KafkaError | None, Any], None],
     ) -> None:
         if self._producer is None:
             raise RuntimeError("publisher is closed")
-        callback = functools.partial(self._on_delivery, token)
         header_list = list(headers) or None
         deadline: float | None = None
         while True:
@@ -383,6 +398,15 @@ class RecordPublisher:
             err.str(),
         )
         self.tracker.complete(token, False)
+
+    def _on_unpositioned_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        with self._lock:
+            if err is None:
+                self._delivered += 1
+                return
+            self._failed += 1
+            self._last_error = f"{err.name()}: {err.str()}"
+        log.error("delivery failed for a log-end sample: %s", err.str())
 
     def _on_error(self, err: KafkaError) -> None:
         with self._lock:

@@ -74,6 +74,8 @@ class PipelineStats:
     publish_errors_total: int = 0
     dlq_total: int = 0
     archive_records_total: int = 0
+    #: log-end samples written as `log_end` records (archive and/or publish topic)
+    log_end_records_total: int = 0
     #: last snapshot build: how long it took and when it finished
     snapshot_duration_s: float = 0.0
     snapshot_time_ms: int = 0

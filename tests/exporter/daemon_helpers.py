@@ -296,10 +296,16 @@ def consume_all(
     return out
 
 
+def without_log_ends(output: Iterable[Consumed]) -> list[Consumed]:
+    """The republished records of `__consumer_offsets`, without the exporter's log-end
+    samples (type log_end: published beside them, from no source record)."""
+    return [m for m in output if m.value is None or json.loads(m.value)["type"] != "log_end"]
+
+
 def source_positions_of(output: Iterable[Consumed]) -> set[tuple[int, int]]:
     """(source partition, source offset) of every republished canonical JSON record."""
     positions = set()
-    for record in output:
+    for record in without_log_ends(output):
         assert record.value is not None
         canonical = json.loads(record.value)
         positions.add((canonical["partition"], canonical["offset"]))

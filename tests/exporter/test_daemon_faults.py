@@ -37,6 +37,7 @@ from tests.exporter.daemon_helpers import (
     state_projection,
     wait_for,
     wait_ready_with_log_ends,
+    without_log_ends,
 )
 from tests.kafka_fixtures import produce_raw
 
@@ -181,7 +182,7 @@ def test_corrupt_records_are_dead_lettered_and_nothing_is_lost(cluster: MockClus
         assert reasons[reason] in error, error
 
     # the output: one canonical record per good input record, keyed by identity
-    output = consume_all(cluster.bootstrap_servers, OUTPUT, OUTPUT_PARTITIONS)
+    output = without_log_ends(consume_all(cluster.bootstrap_servers, OUTPUT, OUTPUT_PARTITIONS))
     assert len(output) == len(good)
     canonical = Canonical()
     seen = set()
