@@ -1,0 +1,182 @@
+"""`offsetwatch spark stream`: alerts continuously from the archive directory or a Kafka topic."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, kafka_properties_from_env
+from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+
+if TYPE_CHECKING:
+    from offsetwatch.commands import Subparsers
+
+EXAMPLES = """\
+examples:
+  # alerts from the exporter's archive as files are published, to Alertmanager
+  offsetwatch spark stream --archive /data/offsetwatch/archive \\
+      --checkpoint /data/offsetwatch/stream-ckpt --alertmanager http://alertmanager:9093
+
+  # from the republished topic (or the raw __consumer_offsets), alerts to a topic too
+  offsetwatch spark stream --kafka broker:9092 --topic offsets-canonical \\
+      --checkpoint /data/ckpt --alerts-topic offsetwatch-alerts
+
+  # catch up on what is there and stop (e.g. from cron)
+  offsetwatch spark stream --archive DIR --checkpoint CKPT --available-now
+
+Each episode (stall, stop, rewind, lag SLO, commit-rate anomaly, rebalance storm) is one
+alert: emitted once when found open, once when it ends. Restarting with the same
+--checkpoint resumes exactly: no alert twice, none lost (docs/spark-alerts.md).
+"""
+
+
+def register(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "stream",
+        help="Structured Streaming: alerts continuously from the archive or a topic",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_argument_group("input (one of)")
+    source.add_argument("--archive", metavar="DIR", help="the exporter's archive directory")
+    source.add_argument("--kafka", metavar="HOST:PORT", help="bootstrap servers of a Kafka input")
+    source.add_argument(
+        "--topic",
+        default="__consumer_offsets",
+        help="with --kafka: the raw offsets topic (default) or the republished canonical topic",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=False,
+        metavar="DIR",
+        help="checkpoint location (Spark's and the alert state's): keep it to resume exactly",
+    )
+    parser.add_argument(
+        "--alerts-dir",
+        metavar="DIR",
+        help="the emitted alerts, one JSON-lines file per batch (default: CHECKPOINT/alerts)",
+    )
+    parser.add_argument("--alertmanager", metavar="URL", help="Alertmanager base URL")
+    parser.add_argument(
+        "--resend-s",
+        type=float,
+        default=60.0,
+        help="re-send active alerts to Alertmanager this often (keep below its "
+        "resolve_timeout, 5 min by default) (default: 60)",
+    )
+    parser.add_argument(
+        "--generator-base",
+        default="http://localhost:9380",
+        help="the exporter's URL: generatorURL is BASE/api/v1/groups/GROUP",
+    )
+    parser.add_argument("--runbook-base", help="runbook_url is this + '#<kind>'")
+    parser.add_argument("--alerts-topic", help="also send alerts to this Kafka topic")
+    parser.add_argument(
+        "-X",
+        dest="kafka_properties",
+        action=Repeat,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka property for the Kafka input and the alerts topic, repeatable",
+    )
+    parser.add_argument(
+        "--trigger-s", type=float, default=30.0, help="micro-batch interval (default: 30)"
+    )
+    parser.add_argument(
+        "--watermark",
+        default="1 hour",
+        help="event-time lateness tolerated (Spark interval text, default: '1 hour')",
+    )
+    parser.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what is there, then stop",
+    )
+    add_spark_options(parser)
+    apply_env_defaults(parser)
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def _kafka_config(args: argparse.Namespace) -> dict[str, str]:
+    config = dict(kafka_properties_from_env(os.environ))
+    for item in args.kafka_properties:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"-X {item!r}: expected KEY=VALUE, e.g. -X security.protocol=SSL")
+        config[key] = value
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "env_errors", None):
+        raise UsageError(args.env_errors[0])
+    if (args.archive is None) == (args.kafka is None):
+        raise UsageError("give exactly one input: --archive DIR or --kafka HOST:PORT")
+    if args.checkpoint is None:
+        raise UsageError("--checkpoint DIR is required: the stream resumes from it")
+    if args.archive is not None and not Path(args.archive).is_dir():
+        raise UsageError(f"--archive {args.archive}: no such directory")
+    if args.trigger_s <= 0 or args.resend_s <= 0:
+        raise UsageError("--trigger-s and --resend-s must be positive")
+    if (
+        args.alerts_topic is not None
+        and args.kafka is None
+        and not _kafka_config(args).get("bootstrap.servers")
+    ):
+        raise UsageError("--alerts-topic needs --kafka or -X bootstrap.servers=HOST:PORT")
+
+    from offsetwatch.spark_jobs.alerts.alertmanager import AlertmanagerSink
+    from offsetwatch.spark_jobs.alerts.build import AlertSettings
+    from offsetwatch.spark_jobs.alerts.kafka import KafkaAlertSink
+    from offsetwatch.spark_jobs.streaming import (
+        AlertSinks,
+        StreamSettings,
+        archive_stream,
+        kafka_stream,
+        start_stream,
+    )
+
+    checkpoint = Path(args.checkpoint)
+    kafka = _kafka_config(args)
+    if args.kafka is not None:
+        kafka["bootstrap.servers"] = args.kafka
+    sinks = AlertSinks(
+        alertmanager=None
+        if args.alertmanager is None
+        else AlertmanagerSink(
+            args.alertmanager,
+            checkpoint / "alertmanager-outbox.json",
+            resend_interval_ms=int(args.resend_s * 1000),
+            generator_base=args.generator_base,
+        ),
+        kafka=None if args.alerts_topic is None else KafkaAlertSink(kafka, args.alerts_topic),
+    )
+    settings = StreamSettings(
+        checkpoint_dir=str(checkpoint),
+        alerts_dir=args.alerts_dir or str(checkpoint / "alerts"),
+        trigger_s=args.trigger_s,
+        watermark=args.watermark,
+        alerts=AlertSettings(runbook_base=args.runbook_base),
+    )
+    spark = session_from_args(args, "stream")
+    if args.archive is not None:
+        records = archive_stream(spark, args.archive)
+    else:
+        options = {f"kafka.{k}": v for k, v in kafka.items()}
+        options["topic"] = args.topic
+        records = kafka_stream(spark, options)
+    query = start_stream(records, settings, sinks, available_now=args.available_now)
+    try:
+        # batches run only when input arrives: re-send active alerts between them
+        while not query.awaitTermination(args.resend_s):
+            sinks.resend()
+    except KeyboardInterrupt:
+        query.stop()
+    if query.exception() is not None:
+        raise UsageError(f"the stream failed: {query.exception()}")
+    sinks.resend()
+    return 0

@@ -1,0 +1,274 @@
+"""`offsetwatch spark stream`: alerts continuously, with Structured Streaming.
+
+Input: the exporter's archive directory (Spark's file stream over the JSON-lines files with
+the canonical schema) or a Kafka topic (the `offsetwatch` data source's stream reader, whose
+Kafka offsets are the stream's offsets). Records get an event-time column and a watermark.
+
+Each micro-batch (`AlertBatch`, run by foreachBatch on the driver) does, under
+`STATE = <checkpoint>/offsetwatch`:
+
+1. flatten the batch into commits, log ends and group events (the lake's own functions) and
+   write them to `STATE/<table>/batch=<id>` - overwritten if Spark runs the batch again, so a
+   re-run is idempotent. Group events continue from the group states the previous batch saved;
+2. run the analytics (episode detection) over the state of the last `history_ms` of event
+   time up to this batch;
+3. turn the episodes into alerts and keep those not emitted by an earlier batch: an open
+   episode once as active, an ended one once as ended. The earlier batches' alert files
+   (`<alerts_dir>/batch-<id>.jsonl`, written atomically) are the ledger, so a batch Spark runs
+   again after a crash writes the same file again and a restart from the checkpoint neither
+   repeats nor loses an alert;
+4. hand them to the sinks: Alertmanager (through its persistent outbox) and Kafka.
+
+Spark's checkpoint records which input each batch covered; this module's state and ledger
+record what each batch produced. Both are keyed by the batch id, which is what makes the
+restart exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pyspark.sql import functions as F
+
+from offsetwatch.spark_jobs import lake_schema as ls
+from offsetwatch.spark_jobs.alerts.alertmanager import AlertmanagerSink
+from offsetwatch.spark_jobs.alerts.build import AlertSettings, alerts_from_episodes
+from offsetwatch.spark_jobs.alerts.kafka import KafkaAlertSink
+from offsetwatch.spark_jobs.alerts.model import Alert
+from offsetwatch.spark_jobs.analytics.analyze import analyze
+from offsetwatch.spark_jobs.analytics.settings import AnalyticsSettings
+from offsetwatch.spark_jobs.lake_flatten import (
+    GROUP_STATE_SCHEMA,
+    derive_group_events,
+    flatten_commits,
+    flatten_log_ends,
+    group_records,
+    split_events,
+)
+from offsetwatch.spark_jobs.schema import canonical_struct
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+#: the archive's JSON-lines files (gzipped too); hidden in-progress files never match
+ARCHIVE_GLOB: Final = "date=*/hour=*/*.jsonl*"
+EVENT_TIME: Final = "event_time"
+_LEDGER_NAME: Final = re.compile(r"batch-(\d+)\.jsonl")
+_TABLES: Final = {
+    ls.COMMITS: ls.COMMITS_SCHEMA,
+    ls.LOG_ENDS: ls.LOG_ENDS_SCHEMA,
+    ls.GROUP_EVENTS: ls.GROUP_EVENTS_SCHEMA,
+}
+_GROUP_STATE: Final = "group_state"
+
+
+def archive_stream(spark: SparkSession, directory: str) -> DataFrame:
+    """The archive's canonical records as a stream (new files as they are published)."""
+    frame: DataFrame = (
+        spark.readStream.schema(canonical_struct())
+        .option("mode", "DROPMALFORMED")
+        .json(f"{directory.rstrip('/')}/{ARCHIVE_GLOB}")
+    )
+    return frame
+
+
+def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """The canonical records of a Kafka topic as a stream (the `kafka` source's options)."""
+    frame: DataFrame = (
+        spark.readStream.format("offsetwatch").option("source", "kafka").options(**options).load()
+    )
+    return frame
+
+
+def with_watermark(records: DataFrame, delay: str) -> DataFrame:
+    """Adds the event time (the record's timestamp) and a watermark `delay` behind it."""
+    return records.withColumn(EVENT_TIME, F.timestamp_millis(F.col("timestamp"))).withWatermark(
+        EVENT_TIME, delay
+    )
+
+
+@dataclass(slots=True)
+class AlertSinks:
+    """Where emitted alerts go besides the ledger files; any may be None."""
+
+    alertmanager: AlertmanagerSink | None = None
+    kafka: KafkaAlertSink | None = None
+    #: the resend timer and the batches both deliver: one at a time
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def emit(self, alerts: list[Alert]) -> None:
+        with self.lock:
+            if self.alertmanager is not None:
+                self.alertmanager.deliver(alerts)
+            if self.kafka is not None and alerts:
+                self.kafka.send(alerts)
+
+    def resend(self) -> None:
+        """Re-send active alerts on schedule (Alertmanager resolves silent ones by itself)."""
+        with self.lock:
+            if self.alertmanager is not None:
+                self.alertmanager.deliver([])
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    checkpoint_dir: str
+    alerts_dir: str
+    trigger_s: float = 30.0
+    watermark: str = "1 hour"
+    #: event time kept for detection: episodes need the status window and trailing baselines
+    history_ms: int = 6 * 3600 * 1000
+    analytics: AnalyticsSettings = field(default_factory=AnalyticsSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
+
+
+def emitted_before(alerts_dir: Path, batch_id: int) -> dict[str, bool]:
+    """alert id -> whether its end was emitted, from the ledger files of earlier batches."""
+    emitted: dict[str, bool] = {}
+    if not alerts_dir.is_dir():
+        return emitted
+    for path in sorted(alerts_dir.iterdir()):
+        match = _LEDGER_NAME.fullmatch(path.name)
+        if match is None or int(match.group(1)) >= batch_id:
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            emitted[row["alert_id"]] = emitted.get(row["alert_id"], False) or not row["active"]
+    return emitted
+
+
+def new_alerts(alerts: Iterable[Alert], emitted: Mapping[str, bool]) -> list[Alert]:
+    """Alerts not emitted in this state yet: a new open episode, or an end not yet emitted."""
+    out = []
+    for alert in alerts:
+        ended_before = emitted.get(alert.alert_id)
+        if ended_before is None or (not alert.active and not ended_before):
+            out.append(alert)
+    return sorted(out, key=lambda a: (a.starts_at, a.alert_id))
+
+
+def write_ledger(alerts_dir: Path, batch_id: int, alerts: list[Alert]) -> Path:
+    """`batch-<id>.jsonl`, replaced atomically (a re-run of the batch writes the same)."""
+    alerts_dir.mkdir(parents=True, exist_ok=True)
+    target = alerts_dir / f"batch-{batch_id:012d}.jsonl"
+    temp = alerts_dir / f".{target.name}.tmp"
+    with open(temp, "w", encoding="utf-8") as out:
+        for alert in alerts:
+            out.write(json.dumps(alert.to_dict(), separators=(",", ":")) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, target)
+    return target
+
+
+@dataclass(slots=True)
+class AlertBatch:
+    """The foreachBatch function (runs on the driver; module docs)."""
+
+    settings: StreamSettings
+    sinks: AlertSinks
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.settings.checkpoint_dir) / "offsetwatch"
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        self._store(spark, batch, batch_id)
+        commits, log_ends, group_events = (
+            self._history(spark, table, batch_id) for table in _TABLES
+        )
+        result = analyze(commits, log_ends, group_events, self.settings.analytics)
+        rows = alerts_from_episodes(result.episodes, self.settings.alerts).collect()
+        alerts_dir = Path(self.settings.alerts_dir)
+        fresh = new_alerts((Alert.from_row(r) for r in rows), emitted_before(alerts_dir, batch_id))
+        # sinks first: they are idempotent (outbox, keyed messages); the ledger last, so a
+        # crash in between repeats this batch rather than losing its alerts
+        self.sinks.emit(fresh)
+        write_ledger(alerts_dir, batch_id, fresh)
+
+    def _batch_path(self, table: str, batch_id: int) -> str:
+        return str(self.state_dir / table / f"batch={batch_id}")
+
+    def _store(self, spark: SparkSession, batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            prior = self._prior_group_states(spark, batch_id)
+            combined = derive_group_events(spark, group_records(batch), prior)
+            events, states = split_events(combined)
+            for table, rows in (
+                (ls.COMMITS, flatten_commits(batch)),
+                (ls.LOG_ENDS, flatten_log_ends(batch)),
+                (ls.GROUP_EVENTS, events),
+            ):
+                rows.write.mode("overwrite").parquet(self._batch_path(table, batch_id))
+            merged = states if prior is None else _latest_states(prior, states)
+            merged.write.mode("overwrite").parquet(self._batch_path(_GROUP_STATE, batch_id))
+        finally:
+            batch.unpersist()
+
+    def _prior_group_states(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
+        for earlier in range(batch_id - 1, -1, -1):
+            path = Path(self._batch_path(_GROUP_STATE, earlier))
+            if path.is_dir():
+                return spark.read.schema(GROUP_STATE_SCHEMA).parquet(str(path))
+        return None
+
+    def _history(self, spark: SparkSession, table: str, batch_id: int) -> DataFrame:
+        schema = _TABLES[table]
+        root = self.state_dir / table
+        paths = [
+            str(root / f"batch={b}") for b in range(batch_id + 1) if (root / f"batch={b}").is_dir()
+        ]
+        rows = (
+            spark.read.schema(schema).parquet(*paths)
+            if paths
+            else spark.createDataFrame([], schema)
+        )
+        time_column = {ls.COMMITS: "record_ts", ls.LOG_ENDS: "sampled_at_ms"}.get(table, "ts")
+        latest = rows.agg(F.max(time_column)).first()
+        if latest is None or latest[0] is None:
+            return rows
+        return rows.where(F.col(time_column) >= int(latest[0]) - self.settings.history_ms)
+
+
+def _latest_states(prior: DataFrame, new: DataFrame) -> DataFrame:
+    """Group states after a batch: the batch's where it has one, else the prior one."""
+    kept = prior.join(new.select("group"), on="group", how="left_anti")
+    return kept.unionByName(new)
+
+
+def start_stream(
+    records: DataFrame, settings: StreamSettings, sinks: AlertSinks, available_now: bool = False
+) -> StreamingQuery:
+    """Starts the query: watermarked records, foreachBatch `AlertBatch`, checkpointed.
+
+    `available_now`: process what is there, then stop (a catch-up run, and the tests)."""
+    writer = (
+        with_watermark(records, settings.watermark)
+        .writeStream.foreachBatch(AlertBatch(settings, sinks))
+        .option("checkpointLocation", settings.checkpoint_dir)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{settings.trigger_s:g} seconds")
+    return writer.start()
+
+
+__all__ = [
+    "AlertBatch",
+    "AlertSinks",
+    "StreamSettings",
+    "archive_stream",
+    "kafka_stream",
+    "start_stream",
+]
