@@ -106,6 +106,8 @@ class FileSplit(InputPartition):
     end: int = -1
     #: the `__consumer_offsets` partition (segments); -1 when unknown
     partition: int = -1
+    #: segments: some batch is transactional, so records go through transaction resolution
+    transactional: bool = False
 
 
 def quarantine_row(

@@ -54,14 +54,18 @@ def _struct_column(struct_type: pa.StructType, objects: Sequence[Any], cls: type
         if field.name in names:
             children.append(pa.array(list(map(attrgetter(field.name), objects)), field.type))
         elif field.name == "unknown_tags" and has_tags_field(cls):
-            children.append(pa.array([_tags(o) for o in objects], field.type))
+            unknown = list(map(attrgetter("tags.unknown"), objects))
+            children.append(
+                pa.array([_tags(u) for u in unknown], field.type)
+                if any(unknown)
+                else pa.nulls(n, field.type)
+            )
         else:
             children.append(pa.nulls(n, field.type))
     return pa.StructArray.from_arrays(children, fields=list(struct_type))
 
 
-def _tags(obj: Any) -> list[dict[str, Any]] | None:
-    unknown = obj.tags.unknown
+def _tags(unknown: tuple[tuple[int, bytes], ...]) -> list[dict[str, Any]] | None:
     return [{"tag": tag, "data": data} for tag, data in unknown] if unknown else None
 
 
@@ -109,17 +113,30 @@ def flat_batches(
     that did not decode) are skipped."""
     groups: dict[tuple[int, type, type], list[int]] = {}
     rest: list[int] = []
-    for index, record in enumerate(records):
-        if record is None:
-            continue
-        if type(record) is not Record:
-            rest.append(index)
-            continue
-        shape = (record.key_type, type(record.key), type(record.value))
-        found = groups.get(shape)
-        if found is None:
-            found = groups[shape] = []
-        found.append(index)
+    if set(map(type, records)) == {Record}:  # the usual case: one pass in C per column
+        shapes = list(
+            zip(
+                map(attrgetter("key_type"), records),
+                map(type, map(attrgetter("key"), records)),
+                map(type, map(attrgetter("value"), records)),
+                strict=True,
+            )
+        )
+        if len(set(shapes)) == 1:
+            groups[shapes[0]] = list(range(len(records)))
+        else:
+            for index, shape in enumerate(shapes):
+                groups.setdefault(shape, []).append(index)
+    else:
+        for index, record in enumerate(records):
+            if record is None:
+                continue
+            if type(record) is not Record:
+                rest.append(index)
+                continue
+            assert isinstance(record, Record)
+            shape = (record.key_type, type(record.key), type(record.value))
+            groups.setdefault(shape, []).append(index)
     for shape, indexes in list(groups.items()):
         _, key_cls, value_cls = shape
         flat_value = value_cls is type(None) or _is_flat(value_cls, rows)
@@ -128,9 +145,12 @@ def flat_batches(
             del groups[shape]
     batches = []
     for indexes in groups.values():
-        chosen: list[Any] = [records[i] for i in indexes]
+        chosen: list[Any] = (
+            list(records) if len(indexes) == len(records) else [records[i] for i in indexes]
+        )
         try:
-            batches.append(_flat_batch(rows, chosen, [txn[i] for i in indexes]))
+            statuses = list(txn) if len(indexes) == len(records) else [txn[i] for i in indexes]
+            batches.append(_flat_batch(rows, chosen, statuses))
         except UnicodeEncodeError:  # text kept from invalid UTF-8: the dict path scrubs it
             rest.extend(indexes)
     return batches, sorted(rest)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +134,8 @@ def plan_splits(partitions: list[_Partition], split_bytes: int) -> list[FileSpli
     for item in partitions:
         scans = [(file, *scan_batches(file)) for file in item.files]
         if any(transactional for _, _, transactional in scans):
-            splits.append(FileSplit(tuple(str(f) for f in item.files), partition=item.number))
+            files = tuple(str(f) for f in item.files)
+            splits.append(FileSplit(files, partition=item.number, transactional=True))
             continue
         for file, starts, _ in scans:
             cuts = [0]
@@ -174,18 +176,26 @@ class SegmentReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, FileSplit)
-        collector = Collector.of(self.schema, SOURCE, self.quarantine)
-        yield from _SplitReader(partition, collector).read()
+        yield from read_split(partition, Collector.of(self.schema, SOURCE, self.quarantine))
+
+
+def read_split(split: FileSplit, collector: Collector) -> Iterator[Any]:
+    """What one Spark task of the source does: Arrow batches of the split's records, or its
+    quarantine rows (the collector's output). Public for benchmarks/spark_sources.py."""
+    return _SplitReader(split, collector).read()
 
 
 @dataclass(slots=True)
 class _SplitReader:
-    """Decodes one split: batches -> transaction resolution -> records -> canonical rows."""
+    """Decodes one split: batches -> (transaction resolution) -> records -> Arrow batches."""
 
     split: FileSplit
     collector: Collector
-    #: released (record, txn status, file, batch position) awaiting decoding
-    released: list[tuple[Any, str, str, int]] = field(default_factory=list)
+    #: raw records awaiting decoding, their `txn` value, and where their batches start:
+    #: (index of the batch's first record here, file, byte position of the batch)
+    records: list[Any] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    marks: list[tuple[int, str, int]] = field(default_factory=list)
 
     def read(self) -> Iterator[Any]:
         from offsetwatch.decoder.canonical import Canonical
@@ -193,17 +203,31 @@ class _SplitReader:
         from offsetwatch.decoder.segments import TransactionResolver
 
         codec, canonical = Codec(), Canonical()
-        resolver = TransactionResolver()
+        resolver = TransactionResolver() if self.split.transactional else None
+        records, statuses = self.records, self.statuses
         for file in self.split.files:
             for batch in self._batches(file):
-                position = batch.header.position
-                for record, status in resolver.feed(batch):
-                    self.released.append((record, status, file, position))
-                if len(self.released) >= BATCH_RECORDS:
+                self.marks.append((len(records), file, batch.header.position))
+                if resolver is None:  # no transaction anywhere in this partition
+                    records.extend(batch.records)
+                    statuses.extend(["none"] * len(batch.records))
+                else:  # released records are located by the batch that released them
+                    for record, status in resolver.feed(batch):
+                        records.append(record)
+                        statuses.append(status if record.is_transactional else "none")
+                if len(records) >= BATCH_RECORDS:
                     yield from self._flush(codec, canonical)
-        for record, status in resolver.pending():
-            self.released.append((record, status, self.split.files[-1], -1))
+                    records, statuses = self.records, self.statuses
+        if resolver is not None:
+            self.marks.append((len(records), self.split.files[-1], -1))
+            for record, status in resolver.pending():
+                records.append(record)
+                statuses.append(status)
         yield from self._flush(codec, canonical)
+
+    def _where(self, index: int) -> tuple[str, int]:
+        mark = self.marks[bisect_right(self.marks, (index, "\uffff", 0)) - 1]
+        return mark[1], mark[2]
 
     def _batches(self, file: str) -> Iterator[Any]:
         from offsetwatch.decoder.errors import DecodeError
@@ -241,33 +265,29 @@ class _SplitReader:
     def _flush(self, codec: Any, canonical: Any) -> Iterator[Any]:
         from offsetwatch.decoder.errors import DecodeError
 
-        released, self.released = self.released, []
+        records, statuses = self.records, self.statuses
         partition = self.split.partition
-        messages = [
-            (record.key, record.value, partition, record.offset, record.timestamp)
-            for record, _, _, _ in released
-        ]
+        messages = [(r.key, r.value, partition, r.offset, r.timestamp) for r in records]
         try:
             decoded: list[Any] = codec.decode_many(messages)
         except DecodeError:
             decoded = []
-            for message, (_, _, file, position) in zip(messages, released, strict=True):
+            for index, message in enumerate(messages):
                 try:
                     decoded.append(codec.decode(*message))
                 except DecodeError as error:
                     decoded.append(None)
-                    self.collector.bad_input(
-                        file, position, "bad_record", str(error), _hex(message[0], message[1])
-                    )
-        statuses = [status if raw.is_transactional else "none" for raw, status, _, _ in released]
+                    file, position = self._where(index)
+                    raw = _hex(message[0], message[1])
+                    self.collector.bad_input(file, position, "bad_record", str(error), raw)
         batches, rest = flat_batches(self.collector.rows, decoded, statuses)
         if not self.collector.quarantine:
             yield from batches
         for index in rest:
             row = canonical.to_dict(decoded[index])
             row[TXN_COLUMN] = statuses[index]
-            _, _, file, position = released[index]
-            self.collector.add(row, file, position)
+            self.collector.add(row, *self._where(index))
+        self.records, self.statuses, self.marks = [], [], []
         yield from self.collector.drain()
 
 
