@@ -130,21 +130,31 @@ def test_a_new_record_type_needs_no_change(monkeypatch: pytest.MonkeyPatch) -> N
     fields["key"]["type"].append(
         {
             "type": "record",
-            "name": "LogEndKey",
-            "fields": [{"name": "topic", "type": "string"}, {"name": "partition", "type": "int"}],
+            "name": "FutureKey",
+            "fields": [{"name": "topic", "type": "string"}, {"name": "shard", "type": "int"}],
         }
     )
     fields["value"]["type"].append(
         {
             "type": "record",
-            "name": "LogEndValue",
+            "name": "FutureValue",
             "fields": [
-                {"name": "log_end_offset", "type": "long"},
-                {"name": "sampled_at_ms", "type": "long"},
+                {"name": "future_offset", "type": "long"},
+                {"name": "future_flag", "type": "boolean"},
             ],
         }
     )
     monkeypatch.setattr(schema_module, "avro_schema", lambda: extended)
+    struct = canonical_struct()
+    key, value = struct["key"].dataType, struct["value"].dataType
+    assert isinstance(key, StructType) and isinstance(value, StructType)
+    assert key["shard"].dataType == IntegerType()
+    assert value["future_offset"].dataType == LongType()
+    assert value["future_flag"].dataType == BooleanType()
+
+
+def test_log_end_samples_are_in_the_struct() -> None:
+    """H5's log-end record type arrived through the Avro schema with no change here."""
     value = canonical_struct()["value"].dataType
     assert isinstance(value, StructType)
     assert value["log_end_offset"].dataType == LongType()

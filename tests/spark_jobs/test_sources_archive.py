@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.log_end import log_end_record
 from offsetwatch.exporter import archive as exporter_archive
 from offsetwatch.exporter.archive import ArchiveWriter
 from offsetwatch.spark_jobs.reader import InputError, read_quarantine, read_records
@@ -124,3 +125,21 @@ def test_missing_or_empty_input_is_an_input_error(spark: SparkSession, tmp_path:
         read_records(spark, "archive", str(tmp_path))
     with pytest.raises(InputError, match="unknown source"):
         read_records(spark, "parquet", str(tmp_path))
+
+
+def test_log_end_samples_read_the_same_from_jsonl_and_avro(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    samples = [
+        log_end_record(f"orders-{n % 3}", n % 4, 1000 + n, 1_795_291_757_000 + n, n)
+        for n in range(50)
+    ]
+    _write(tmp_path / "jsonl", samples, "jsonl")
+    _write(tmp_path / "avro", samples, "avro")
+    columns = ["type", "offset", "key.topic", "key.partition", "value.log_end_offset"]
+    frames = [
+        sorted(read_records(spark, "archive", str(tmp_path / fmt)).select(*columns).collect())
+        for fmt in ("jsonl", "avro")
+    ]
+    assert frames[0] == frames[1]
+    assert [tuple(r) for r in frames[0]][:1] == [("log_end", 0, "orders-0", 0, 1000)]
