@@ -18,25 +18,27 @@ A crash at any moment leaves either the previous checkpoint or the new one, neve
 temporary file left behind by a crash is ignored by `load_checkpoint` and removed by the next
 save. One writer per checkpoint path.
 
-File format (version 1), all integers little-endian:
+File format (version 2), all integers little-endian:
 
     preamble (32 bytes)
       magic           8 bytes  b"OWCKPT\\r\\n"
-      format version  u16      1
+      format version  u16      2
       flags           u16      0 (reserved)
       header length   u32      H
       body length     u64      B
       header CRC-32   u32      zlib.crc32 of the header bytes
       body CRC-32     u32      zlib.crc32 of the body bytes
     header (H bytes)   JSON (ASCII): created_ms, writer, meta (topic, cluster id, bootstrap
-                       fingerprint), positions, apply counters, totals, byte order and item
+                       fingerprint), positions, apply counters, the status-window clock
+                       (`WindowClock`: window, next and bucket start), byte order and item
                        sizes of the arrays, and the list of body sections with their lengths
     body (B bytes), the sections one after the other:
       directory        JSON (ASCII): per group [id, commits_total, last_record_ts,
                        [[topic, slots, metadata index or -1], ...], [[key_type, sub_key], ...]],
                        and the metadata string lists of the tables that have them
-      present, committed, commit_ts, leader_epoch, window_offset, window_ts,
-      window_commits, rewind_ts, move_ts
+      present, committed, commit_ts, leader_epoch, window_offset, window_commits,
+      next_offset, next_commits, bucket_offset, bucket_commits, first_commit_ts,
+      rewind_ts, move_ts
                        one section per `PartitionTable` column: the raw array bytes of every
                        table, concatenated in directory order (little-endian; int64 "q",
                        int32 "i", present as one byte per slot)
@@ -71,10 +73,17 @@ from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import Record
 from offsetwatch.exporter.durable import fsync_directory
-from offsetwatch.exporter.state import ApplyCounters, GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.state import (
+    ApplyCounters,
+    GroupState,
+    OffsetState,
+    PartitionTable,
+    WindowClock,
+)
 
 MAGIC: Final = b"OWCKPT\r\n"
-FORMAT_VERSION: Final = 1
+#: 2: the sliding status window (three bucket boundaries instead of one tumbling start)
+FORMAT_VERSION: Final = 2
 _PREAMBLE: Final = struct.Struct("<8sHHIQII")
 _RECORD_HEAD: Final = struct.Struct("<iiiqq")
 _FORMAT_NAME: Final = "offsetwatch-checkpoint"
@@ -86,8 +95,12 @@ COLUMNS: Final = (
     ("commit_ts", "q"),
     ("leader_epoch", "i"),
     ("window_offset", "q"),
-    ("window_ts", "q"),
     ("window_commits", "i"),
+    ("next_offset", "q"),
+    ("next_commits", "i"),
+    ("bucket_offset", "q"),
+    ("bucket_commits", "i"),
+    ("first_commit_ts", "q"),
     ("rewind_ts", "q"),
     ("move_ts", "q"),
 )
@@ -200,17 +213,7 @@ def _check_itemsizes() -> None:
 
 def _build_sections(state: OffsetState, codec: Codec) -> dict[str, bytes]:
     columns: tuple[list[Any], ...] = tuple([] for _ in COLUMNS)
-    (
-        present,
-        committed,
-        commit_ts,
-        leader_epoch,
-        window_offset,
-        window_ts,
-        window_commits,
-        rewind_ts,
-        move_ts,
-    ) = columns
+    names = tuple(name for name, _ in COLUMNS)
     groups: list[list[Any]] = []
     metadata: list[list[str]] = []
     records = bytearray()
@@ -220,30 +223,14 @@ def _build_sections(state: OffsetState, codec: Codec) -> dict[str, bytes]:
         table_dir: list[list[Any]] = []
         for topic, table in group.topics.items():
             size = len(table.present)
-            if not (
-                len(table.committed)
-                == len(table.commit_ts)
-                == len(table.leader_epoch)
-                == len(table.window_offset)
-                == len(table.window_ts)
-                == len(table.window_commits)
-                == len(table.rewind_ts)
-                == len(table.move_ts)
-                == size
-            ):
+            table_columns = [getattr(table, name) for name in names]
+            if any(len(column) != size for column in table_columns):
                 raise CheckpointError(
                     f"group {group_id!r} topic {topic!r}: the columns of its partition table "
                     "have different lengths"
                 )
-            present.append(table.present)
-            committed.append(table.committed)
-            commit_ts.append(table.commit_ts)
-            leader_epoch.append(table.leader_epoch)
-            window_offset.append(table.window_offset)
-            window_ts.append(table.window_ts)
-            window_commits.append(table.window_commits)
-            rewind_ts.append(table.rewind_ts)
-            move_ts.append(table.move_ts)
+            for out, column in zip(columns, table_columns, strict=True):
+                out.append(column)
             meta_index = -1
             if table.metadata is not None:
                 if len(table.metadata) != size:
@@ -344,6 +331,11 @@ def save_checkpoint(
             "commits": counters.commits,
             "tombstones": counters.tombstones,
             "groups_deleted": counters.groups_deleted,
+        },
+        "window_clock": {
+            "window_ms": state.window_clock.window_ms,
+            "next_ms": state.window_clock.next_ms,
+            "bucket_ms": state.window_clock.bucket_ms,
         },
         "byteorder": "little",
         "itemsizes": _ITEMSIZES,
@@ -488,19 +480,11 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
             )
         columns[name] = bytearray(raw) if code == "B" else _column_array(code, raw)
 
-    present = columns["present"]
-    committed = columns["committed"]
-    commit_ts = columns["commit_ts"]
-    leader_epoch = columns["leader_epoch"]
-    window_offset = columns["window_offset"]
-    window_ts = columns["window_ts"]
-    window_commits = columns["window_commits"]
-    rewind_ts = columns["rewind_ts"]
-    move_ts = columns["move_ts"]
     records = sections["records"]
     record_head = _RECORD_HEAD.unpack_from
     head_size = _RECORD_HEAD.size
     new_table = PartitionTable.__new__
+    column_items = tuple(columns.items())
     decode = codec.decode
 
     state = OffsetState()
@@ -513,15 +497,8 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
         for topic, size, meta_index in table_dirs:
             end = start + size
             table = new_table(PartitionTable)
-            table.present = present[start:end]
-            table.committed = committed[start:end]
-            table.commit_ts = commit_ts[start:end]
-            table.leader_epoch = leader_epoch[start:end]
-            table.window_offset = window_offset[start:end]
-            table.window_ts = window_ts[start:end]
-            table.window_commits = window_commits[start:end]
-            table.rewind_ts = rewind_ts[start:end]
-            table.move_ts = move_ts[start:end]
+            for name, column in column_items:
+                setattr(table, name, column[start:end])
             if meta_index < 0:
                 table.metadata = None
             else:
@@ -567,6 +544,12 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
         commits=int(counters["commits"]),
         tombstones=int(counters["tombstones"]),
         groups_deleted=int(counters["groups_deleted"]),
+    )
+    clock = header["window_clock"]
+    state.window_clock = WindowClock(
+        window_ms=int(clock["window_ms"]),
+        next_ms=int(clock["next_ms"]),
+        bucket_ms=int(clock["bucket_ms"]),
     )
     meta = header["meta"]
     return LoadedCheckpoint(

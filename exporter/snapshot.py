@@ -118,17 +118,22 @@ class SnapshotBuilder:
     ) -> Snapshot:
         groups = []
         tracked = 0
+        window_start_ms = state.window_clock.window_ms
         for group_id, group in list(state.groups.items()):
             if not self.filters.group_ok(group_id):
                 continue
-            snapshot = self._group(group, histories, now_ms)
+            snapshot = self._group(group, histories, now_ms, window_start_ms)
             tracked += sum(len(t) for t in snapshot.topics)
             groups.append(snapshot)
         groups.sort(key=lambda g: g.view.group_id)
         return Snapshot(now_ms, ready, tuple(groups), tracked)
 
     def _group(
-        self, group: GroupState, histories: dict[tuple[str, int], LogEndHistory], now_ms: int
+        self,
+        group: GroupState,
+        histories: dict[tuple[str, int], LogEndHistory],
+        now_ms: int,
+        window_start_ms: int,
     ) -> GroupSnapshot:
         view = self.views.view(group)
         live = view.state != "EMPTY"
@@ -136,14 +141,15 @@ class SnapshotBuilder:
         total_lag = 0
         max_lag_s = 0.0
         last_commit = NEVER
-        window_commits = 0
+        commit_rate = 0.0
         statuses: list[Status] = []
         topic_ok = self.filters.topic_ok
         for topic, table in sorted(group.topics.items()):
             if not topic_ok(topic):
                 continue
-            rows = self._topic(topic, table, histories, now_ms, live)
+            rows, rate = self._topic(topic, table, histories, now_ms, window_start_ms, live)
             topics.append(rows)
+            commit_rate += rate
             if not len(rows):
                 continue
             total_lag += sum([lag for lag in rows.lag if lag > 0])
@@ -155,19 +161,13 @@ class SnapshotBuilder:
             if newest > last_commit:
                 last_commit = newest
             statuses += map(_STATUS_OF.__getitem__, rows.status)
-            if len(rows) == len(table.present):  # every slot: no gather needed
-                window_commits += sum(table.window_commits)
-            else:
-                counts = table.window_commits
-                window_commits += sum([counts[p] for p in rows.partitions])
-        window_s = self.status_config.window_ms / 1000
         return GroupSnapshot(
             view=view,
             topics=tuple(topics),
             status=evaluate_group(statuses),
             commits_total=group.commits_total,
             last_commit_ts=last_commit,
-            commit_rate=window_commits / window_s,
+            commit_rate=commit_rate,
             total_lag=total_lag,
             max_lag_seconds=max_lag_s,
         )
@@ -178,16 +178,18 @@ class SnapshotBuilder:
         table: PartitionTable,
         histories: dict[tuple[str, int], LogEndHistory],
         now_ms: int,
+        window_start_ms: int,
         live: bool,
-    ) -> TopicRows:
+    ) -> tuple[TopicRows, float]:
+        """The rows of one (group, topic), and its commits per second over the window."""
         cfg = self.status_config
         present = table.present
         size = len(present)
         committed_all = table.committed
         commit_ts_all = table.commit_ts
         window_offset = table.window_offset
-        window_ts = table.window_ts
-        window_commits = table.window_commits
+        first_commit_ts = table.first_commit_ts
+        commits_in_window = table.commits_in_window
         rewind_ts = table.rewind_ts
         # Columns are gathered in C: slices when every slot is committed (the usual case),
         # else one comprehension per column over the committed partition numbers.
@@ -218,9 +220,18 @@ class SnapshotBuilder:
         status = bytearray(n)
         evaluate = evaluate_partition
         get_history = histories.get
+        min_span_ms = cfg.window_ms
+        commits_per_ms = 0.0
         for i, p in enumerate(numbers):
             offset = committed[i]
             rewind = rewind_ts[p]
+            # a partition first committed after the window boundary is judged from then
+            first_ts = first_commit_ts[p]
+            start_ms = first_ts if first_ts > window_start_ms else window_start_ms
+            commits = commits_in_window(p)
+            # commits per ms over the evidence (one to one and a half windows); a partition
+            # first committed a moment ago is averaged over a whole window, not a moment
+            commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
             history = get_history((topic, p))
             latest = history.latest() if history is not None else None
             if history is None or latest is None:
@@ -228,8 +239,8 @@ class SnapshotBuilder:
                     offset,
                     commit_ts[i],
                     window_offset[p],
-                    window_ts[p],
-                    window_commits[p],
+                    start_ms,
+                    commits,
                     None if rewind == NEVER else rewind,
                     None,
                     None,
@@ -243,14 +254,14 @@ class SnapshotBuilder:
             log_end[i] = end
             lags[i] = max(0, end - offset)
             lag_s[i] = lag_seconds(history, offset, now_ms).seconds
-            start_end = history.log_end_at(window_ts[p])
+            start_end = history.log_end_at(start_ms)
             start_lag = None if start_end is None else max(0, start_end - window_offset[p])
             window = _window(
                 offset,
                 commit_ts[i],
                 window_offset[p],
-                window_ts[p],
-                window_commits[p],
+                start_ms,
+                commits,
                 None if rewind == NEVER else rewind,
                 end,
                 start_lag,
@@ -259,7 +270,7 @@ class SnapshotBuilder:
                 sampled_at,
             )
             status[i] = evaluate(window, now_ms, cfg)
-        return TopicRows(
+        rows = TopicRows(
             topic,
             partitions,
             committed,
@@ -271,6 +282,7 @@ class SnapshotBuilder:
             bytes(status),
             metadata,
         )
+        return rows, commits_per_ms * 1000
 
 
 #: Status by its value (the status column holds values)

@@ -11,13 +11,21 @@ Pure: fed decoded records in topic order, no I/O. Two kinds of state:
 
 Every tombstone removes what it deletes; a group with neither offsets nor records left is
 gone, and so are its metric series.
+
+The status window slides in half-window steps (`WindowClock`): every partition keeps its
+offset at the last three bucket boundaries and its commit count per bucket, and the status is
+judged from the newest boundary at least one window old. The evidence thus always covers one
+to one and a half windows and never restarts from nothing at a boundary, which a tumbling
+window did (a STALL read OK for a commit interval after every roll).
 """
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from itertools import compress, repeat
 from typing import Final
 
@@ -42,20 +50,49 @@ _STREAMS_TYPES: Final = frozenset(range(17, 25))
 _NEVER_Q: Final = array("q", [NEVER]).tobytes()
 
 
+class RollFrom(Enum):
+    """Which boundary becomes the window start when a bucket rolls (`roll_windows`)."""
+
+    BUCKET = "bucket"
+    NEXT = "next"
+    WINDOW = "window"
+
+
+@dataclass(slots=True)
+class WindowClock:
+    """When the status-window buckets of every partition last started (NEVER: not yet).
+
+    Buckets are half a window long and roll for all partitions at once, so these three times
+    are shared; a partition first committed after a boundary takes its first commit time
+    instead (`PartitionTable.first_commit_ts`).
+    """
+
+    #: the boundary the status is judged from (at least one window ago once two rolls passed)
+    window_ms: int = NEVER
+    #: the boundary after it: the next window start
+    next_ms: int = NEVER
+    #: the start of the current bucket
+    bucket_ms: int = NEVER
+
+
 class PartitionTable:
     """Committed offsets of one (group, topic), one array slot per partition number."""
 
     __slots__ = (
+        "bucket_commits",
+        "bucket_offset",
         "commit_ts",
         "committed",
+        "first_commit_ts",
         "leader_epoch",
         "metadata",
         "move_ts",
+        "next_commits",
+        "next_offset",
         "present",
         "rewind_ts",
         "window_commits",
         "window_offset",
-        "window_ts",
     )
 
     def __init__(self) -> None:
@@ -63,10 +100,16 @@ class PartitionTable:
         self.committed = array("q")
         self.commit_ts = array("q")
         self.leader_epoch = array("i")
-        # offset/time at the start of the current status window (tumbling, see Window docs)
+        # The status window (see WindowClock): the offset committed at each of the three
+        # bucket boundaries, and the commits from each boundary to the next (the last bucket
+        # up to now); a commit touches only bucket_commits.
         self.window_offset = array("q")
-        self.window_ts = array("q")
         self.window_commits = array("i")
+        self.next_offset = array("q")
+        self.next_commits = array("i")
+        self.bucket_offset = array("q")
+        self.bucket_commits = array("i")
+        self.first_commit_ts = array("q")
         # last time a commit went backwards / moved the offset forward
         self.rewind_ts = array("q")
         self.move_ts = array("q")
@@ -78,10 +121,22 @@ class PartitionTable:
         self.present.extend(bytes(extra))
         # appended as raw bytes: one allocation per column instead of a list of ints
         zeros8, never8 = bytes(8 * extra), _NEVER_Q * extra
-        for column in (self.committed, self.commit_ts, self.window_offset, self.window_ts):
+        for column in (
+            self.committed,
+            self.commit_ts,
+            self.window_offset,
+            self.next_offset,
+            self.bucket_offset,
+            self.first_commit_ts,
+        ):
             column.frombytes(zeros8)
         zeros4 = bytes(4 * extra)
-        for column32 in (self.leader_epoch, self.window_commits):
+        for column32 in (
+            self.leader_epoch,
+            self.window_commits,
+            self.next_commits,
+            self.bucket_commits,
+        ):
             column32.frombytes(zeros4)
         for column_ts in (self.rewind_ts, self.move_ts):
             column_ts.frombytes(never8)
@@ -100,12 +155,17 @@ class PartitionTable:
                 self.rewind_ts[partition] = ts
             elif offset > previous:
                 self.move_ts[partition] = ts
-            self.window_commits[partition] += 1
+            self.bucket_commits[partition] += 1
         else:
+            # every boundary before the first commit is taken as the first commit itself
             present[partition] = 1
             self.window_offset[partition] = offset
-            self.window_ts[partition] = ts
-            self.window_commits[partition] = 1
+            self.next_offset[partition] = offset
+            self.bucket_offset[partition] = offset
+            self.window_commits[partition] = 0
+            self.next_commits[partition] = 0
+            self.bucket_commits[partition] = 1
+            self.first_commit_ts[partition] = ts
             self.move_ts[partition] = ts
             self.rewind_ts[partition] = NEVER
         self.committed[partition] = offset
@@ -131,24 +191,45 @@ class PartitionTable:
     def metadata_of(self, partition: int) -> str:
         return self.metadata[partition] if self.metadata is not None else ""
 
-    def roll_window(self, now_ms: int, window_ms: int) -> None:
-        """Start a new status window for partitions whose window is older than window_ms.
+    def commits_in_window(self, partition: int) -> int:
+        """Commits since the window boundary the status is judged from."""
+        return (
+            self.window_commits[partition]
+            + self.next_commits[partition]
+            + self.bucket_commits[partition]
+        )
 
-        The window is tumbling: it restarts from the offset current at that moment. This keeps
-        five numbers per partition instead of a commit history; the evaluator compares the
-        current state with the window start.
+    def roll_window(self, new_window: RollFrom) -> None:
+        """Start a new bucket at the offsets committed now (see `OffsetState.roll_windows`).
+
+        Whole columns are swapped or copied, never walked in Python: a roll of a million
+        partitions is a few array copies. Slots of absent partitions roll along with the
+        rest; their values are reset by their next first commit.
         """
-        window_ts = self.window_ts
-        stale = now_ms - window_ms  # a window that started at or before this one rolls
-        for p in self.partitions():
-            if window_ts[p] <= stale:
-                self.window_offset[p] = self.committed[p]
-                window_ts[p] = now_ms
-                self.window_commits[p] = 0
+        if new_window is RollFrom.BUCKET:
+            # the window and the next boundary are both the old bucket start: nothing between
+            self.window_offset = self.bucket_offset
+            self.window_commits = array("i", bytes(4 * len(self.present)))
+            self.next_offset = array("q", self.bucket_offset)
+            self.next_commits = self.bucket_commits
+        elif new_window is RollFrom.NEXT:
+            self.window_offset = self.next_offset
+            self.window_commits = self.next_commits
+            self.next_offset = self.bucket_offset
+            self.next_commits = self.bucket_commits
+        else:
+            # the next boundary is not a window old yet (a shorter window than before a
+            # restart): the window start stays, absorbing the bucket it ended
+            window, ended = self.window_commits, self.next_commits
+            self.window_commits = array("i", map(operator.add, window, ended))
+            self.next_offset = self.bucket_offset
+            self.next_commits = self.bucket_commits
+        self.bucket_offset = array("q", self.committed)
+        self.bucket_commits = array("i", bytes(4 * len(self.present)))
 
     def nbytes(self) -> int:
         size = len(self.present)
-        return size * (1 + 8 * 6 + 4 * 2) + (8 * size if self.metadata is not None else 0)
+        return size * (1 + 8 * 8 + 4 * 4) + (8 * size if self.metadata is not None else 0)
 
 
 @dataclass(slots=True)
@@ -196,6 +277,7 @@ class OffsetState:
 
     groups: dict[str, GroupState] = field(default_factory=dict)
     counters: ApplyCounters = field(default_factory=ApplyCounters)
+    window_clock: WindowClock = field(default_factory=WindowClock)
 
     def apply(self, record: Record) -> None:
         counters = self.counters
@@ -323,6 +405,27 @@ class OffsetState:
         return sum(len(t) for g in self.groups.values() for t in g.topics.values())
 
     def roll_windows(self, now_ms: int, window_ms: int) -> None:
+        """Start a new half-window bucket once the current one is half a window old.
+
+        The window the status is judged from becomes the newest boundary that is at least
+        `window_ms` old. Rolled every half window, that is the boundary after the old window
+        start, so the judged span stays between one and one and a half windows; after a pause
+        longer than a window (the first roll, a stalled main loop) it is the old bucket start.
+        """
+        clock = self.window_clock
+        if clock.bucket_ms != NEVER and now_ms - clock.bucket_ms < max(1, window_ms // 2):
+            return
+        horizon = now_ms - window_ms
+        if clock.bucket_ms <= horizon:
+            new_window = RollFrom.BUCKET
+            clock.window_ms = clock.next_ms = clock.bucket_ms
+        elif clock.next_ms <= horizon:
+            new_window = RollFrom.NEXT
+            clock.window_ms, clock.next_ms = clock.next_ms, clock.bucket_ms
+        else:
+            new_window = RollFrom.WINDOW
+            clock.next_ms = clock.bucket_ms
+        clock.bucket_ms = now_ms
         for group in self.groups.values():
             for table in group.topics.values():
-                table.roll_window(now_ms, window_ms)
+                table.roll_window(new_window)

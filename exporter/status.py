@@ -1,8 +1,11 @@
 """Burrow-style consumer status per partition and per group, over a sliding time window.
 
 Pure logic: the state store gathers a `PartitionWindow` per (group, topic, partition) and
-this module only decides. The rules, their order and the false positives each one avoids are
-written down in docs/status-rules.md; keep the two in step.
+this module only decides. The exporter's window slides in half-window steps
+(exporter/state.py): its evidence starts at a bucket boundary one to one and a half windows
+ago (or at a younger partition's first commit), so "for a whole window" holds for the rules.
+The rules, their order and the false positives each one avoids are written down in
+docs/status-rules.md; keep the two in step.
 """
 
 from __future__ import annotations
@@ -43,25 +46,29 @@ class Status(IntEnum):
 class PartitionWindow:
     """Everything the rules need about one (group, topic, partition) at evaluation time.
 
-    The window is [now - window_ms, now]; offsets are Kafka offsets (the committed offset is
-    the next message the group will read), times are epoch milliseconds.
+    The window is [now - window_ms, now]; the evidence about commits (`window_first_*`,
+    `commits_in_window`, `lag_at_window_start`) covers it from a start at or before
+    now - window_ms (the exporter's: one to one and a half windows ago), or from the
+    partition's first commit if that is later. Offsets are Kafka offsets (the committed offset
+    is the next message the group will read), times are epoch milliseconds.
     """
 
     committed_offset: int
     #: Time of the last commit for this partition.
     commit_time_ms: int
-    #: Offset of the oldest commit inside the window, or of the last commit before the window
-    #: when there is none inside it.
+    #: Offset committed at the start of the evidence (the last commit at or before it).
     window_first_offset: int
+    #: When the evidence starts.
     window_first_commit_time_ms: int
+    #: Commits since the start of the evidence.
     commits_in_window: int
     #: Last time a commit went backwards (offset reset, seek, re-processing); None if never.
     last_rewind_time_ms: int | None
     #: Latest sampled log end offset; None when unknown (topic deleted / not sampled).
     log_end_offset: int | None
-    #: Lag in offsets at now - window_ms: the log end at that time minus the offset committed
-    #: at that time (clamped at 0). None when unknown (history does not reach back that far,
-    #: e.g. during the first window after start-up).
+    #: Lag in offsets at the start of the evidence: the log end at that time minus the offset
+    #: committed at that time (clamped at 0). None when unknown (history does not reach back
+    #: that far, e.g. during the first window after start-up).
     lag_at_window_start: int | None
     #: First time the current log end was seen, if it was seen at least twice (see
     #: `LogEndHistory.unchanged_since_ms`); None if the latest sample moved it.

@@ -54,6 +54,7 @@ def state_of(records: list[Record]) -> tuple[OffsetState, dict[int, int]]:
 
 def assert_same_state(actual: OffsetState, expected: OffsetState) -> None:
     assert actual.counters == expected.counters
+    assert actual.window_clock == expected.window_clock
     assert list(actual.groups) == list(expected.groups)
     for group_id, want in expected.groups.items():
         got = actual.groups[group_id]
@@ -137,10 +138,13 @@ def test_resuming_from_a_checkpoint_equals_reading_everything(
         resumed.apply(record)
     everything, _ = state_of(records)
     assert_same_state(resumed, everything)
-    # windows roll the same way on both too
-    resumed.roll_windows(1_900_000_000_000, 600_000)
-    everything.roll_windows(1_900_000_000_000, 600_000)
+    # windows roll the same way on both too, and the clock survives another round trip
+    for now in (1_900_000_000_000, 1_900_000_300_000, 1_900_000_600_000):
+        resumed.roll_windows(now, 600_000)
+        everything.roll_windows(now, 600_000)
     assert_same_state(resumed, everything)
+    save_checkpoint(path, resumed, positions, meta=META)
+    assert_same_state(load_checkpoint(path).state, everything)
 
 
 def test_metadata_strings_sparse_tables_and_odd_names(tmp_path: Path) -> None:
@@ -248,8 +252,20 @@ def test_unknown_format_version(saved: tuple[Path, OffsetState, dict[int, int]])
     struct.pack_into("<H", data, 8, FORMAT_VERSION + 1)
     path.write_bytes(bytes(data))
     with pytest.raises(
-        CheckpointError, match=r"format version 2; this offsetwatch reads version 1"
+        CheckpointError, match=r"format version 3; this offsetwatch reads version 2 .*newer"
     ):
+        load_checkpoint(path)
+
+
+def test_a_version_1_checkpoint_is_refused_so_the_daemon_rebuilds(
+    saved: tuple[Path, OffsetState, dict[int, int]],
+) -> None:
+    """Version 1 had a tumbling status window; its columns do not describe the sliding one."""
+    path, _, _ = saved
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<H", data, 8, 1)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"format version 1; .*older"):
         load_checkpoint(path)
 
 
@@ -408,8 +424,12 @@ def big_state(groups: int, topics: int, partitions: int) -> OffsetState:
             table.commit_ts = array("q", times)
             table.leader_epoch = array("i", epochs)
             table.window_offset = array("q", offsets)
-            table.window_ts = array("q", times)
             table.window_commits = array("i", epochs)
+            table.next_offset = array("q", offsets)
+            table.next_commits = array("i", epochs)
+            table.bucket_offset = array("q", offsets)
+            table.bucket_commits = array("i", epochs)
+            table.first_commit_ts = array("q", times)
             table.rewind_ts = array("q", never)
             table.move_ts = array("q", times)
             group.topics[f"topic-{(g * topics + t) % 5000:05d}"] = table
