@@ -48,6 +48,12 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         default="__consumer_offsets",
         help="with --kafka: the raw offsets topic (default) or the republished canonical topic",
     )
+    source.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="with --kafka, where a new stream starts: earliest (default: the history the "
+        "detection needs) or latest; a restart always resumes from the checkpoint",
+    )
     parser.add_argument(
         "--checkpoint",
         required=False,
@@ -168,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         options = {f"kafka.{k}": v for k, v in kafka.items()}
         options["topic"] = args.topic
+        options["startingOffsets"] = args.starting_offsets
         records = kafka_stream(spark, options)
     query = start_stream(records, settings, sinks, available_now=args.available_now)
     try:
