@@ -189,7 +189,9 @@ class SnapshotBuilder:
         commit_ts_all = table.commit_ts
         window_offset = table.window_offset
         first_commit_ts = table.first_commit_ts
-        commits_in_window = table.commits_in_window
+        window_commits = table.window_commits
+        next_commits = table.next_commits
+        bucket_commits = table.bucket_commits
         rewind_ts = table.rewind_ts
         # Columns are gathered in C: slices when every slot is committed (the usual case),
         # else one comprehension per column over the committed partition numbers.
@@ -220,18 +222,23 @@ class SnapshotBuilder:
         status = bytearray(n)
         evaluate = evaluate_partition
         get_history = histories.get
+        # Commits per ms over the evidence (one to one and a half windows); a partition first
+        # committed a moment ago is averaged over a whole window, not a moment. Partitions
+        # judged from the shared window start share one span: added up, divided once.
         min_span_ms = cfg.window_ms
+        shared_commits = 0
         commits_per_ms = 0.0
         for i, p in enumerate(numbers):
             offset = committed[i]
             rewind = rewind_ts[p]
+            commits = window_commits[p] + next_commits[p] + bucket_commits[p]
             # a partition first committed after the window boundary is judged from then
-            first_ts = first_commit_ts[p]
-            start_ms = first_ts if first_ts > window_start_ms else window_start_ms
-            commits = commits_in_window(p)
-            # commits per ms over the evidence (one to one and a half windows); a partition
-            # first committed a moment ago is averaged over a whole window, not a moment
-            commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
+            start_ms = first_commit_ts[p]
+            if start_ms > window_start_ms:
+                commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
+            else:
+                start_ms = window_start_ms
+                shared_commits += commits
             history = get_history((topic, p))
             latest = history.latest() if history is not None else None
             if history is None or latest is None:
@@ -282,6 +289,7 @@ class SnapshotBuilder:
             bytes(status),
             metadata,
         )
+        commits_per_ms += shared_commits / max(now_ms - window_start_ms, min_span_ms)
         return rows, commits_per_ms * 1000
 
 
