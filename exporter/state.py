@@ -191,14 +191,6 @@ class PartitionTable:
     def metadata_of(self, partition: int) -> str:
         return self.metadata[partition] if self.metadata is not None else ""
 
-    def commits_in_window(self, partition: int) -> int:
-        """Commits since the window boundary the status is judged from."""
-        return (
-            self.window_commits[partition]
-            + self.next_commits[partition]
-            + self.bucket_commits[partition]
-        )
-
     def roll_window(self, new_window: RollFrom) -> None:
         """Start a new bucket at the offsets committed now (see `OffsetState.roll_windows`).
 
