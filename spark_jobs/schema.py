@@ -130,19 +130,17 @@ class _Generator:
         return StructType([StructField(name, kind, True) for name, kind in fields.items()])
 
 
-def _generate() -> _Generator:
+def _generate() -> tuple[StructType, frozenset[Path]]:
+    """(the struct, its clashing paths) of one walk of the Avro schema."""
     generator = _Generator()
     top = generator.spark_type(avro_schema(), ())
     assert isinstance(top, StructType)
-    generator.named["top"] = top
-    return generator
+    return top, frozenset(generator.text_paths)
 
 
 def canonical_struct() -> StructType:
     """The Spark schema of the canonical record (every source yields it)."""
-    top = _generate().named["top"]
-    assert isinstance(top, StructType)
-    return top
+    return _generate()[0]
 
 
 #: the column every source adds to the canonical record: a commit's transaction outcome
@@ -159,7 +157,7 @@ def records_struct() -> StructType:
 
 def text_paths() -> frozenset[Path]:
     """Fields whose branches clash in type: they hold the value's compact JSON text."""
-    return frozenset(_generate().text_paths)
+    return _generate()[1]
 
 
 # ---------------------------------------------------------------------------------------------
