@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/exporter.py
 	$(BIN)/python benchmarks/lag_history.py
 	$(BIN)/python benchmarks/offset_ops.py
+	$(BIN)/python benchmarks/spark_sources.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
