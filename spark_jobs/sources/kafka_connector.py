@@ -61,7 +61,9 @@ class _DecodeBatches:
             )
             for topic in sorted(set(columns["topic"])):
                 mine = [m for m, t in zip(messages, columns["topic"], strict=True) if t == topic]
-                collect(decoder, collector, topic, mine)
+                commits = collect(decoder, collector, topic, mine)
+                if commits is not None:
+                    yield commits
             yield from _as_batches(collector.drain(), bad_schema)
 
 

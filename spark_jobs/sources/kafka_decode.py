@@ -19,11 +19,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from offsetwatch.decoder.avro import AvroCodec, AvroError
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.codec import Codec, Message
 from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.spark_jobs.schema import CanonicalRows
+from offsetwatch.spark_jobs.sources.kafka_columns import CommitColumns, is_plain_commit
 from offsetwatch.spark_jobs.sources.kafka_options import Format
 
 
@@ -49,6 +53,17 @@ class Rejected:
 Decoded = tuple[int, dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """What one batch of messages decoded to."""
+
+    #: the plain offset commits, already in Arrow (raw format only; None when there are none)
+    commits: pa.RecordBatch | None
+    #: every other good message, in order
+    records: list[Decoded]
+    rejected: list[Rejected]
+
+
 @dataclass(slots=True)
 class MessageDecoder:
     """Decodes one task's messages; holds per-thread codecs, so build one per task."""
@@ -58,13 +73,15 @@ class MessageDecoder:
     _codec: Codec = field(default_factory=Codec, init=False)
     _canonical: Canonical = field(default_factory=Canonical, init=False)
     _avro: AvroCodec | None = field(default=None, init=False)
+    _columns: CommitColumns = field(init=False)
 
     def __post_init__(self) -> None:
+        self._columns = CommitColumns(self.rows)
         if self.format == "avro":
             self._avro = AvroCodec()
 
-    def decode(self, messages: list[Message]) -> tuple[list[Decoded], list[Rejected]]:
-        """(message offset, canonical dict) of the good messages, in order, and the others."""
+    def decode(self, messages: list[Message]) -> Decoding:
+        """The good messages (commits as one Arrow batch, the rest as dicts) and the bad."""
         if self.format == "raw":
             return self._decode_raw(messages)
         good: list[Decoded] = []
@@ -74,23 +91,29 @@ class MessageDecoder:
                 good.append((message[3], self._decode_republished(message[1])))
             except (ValueError, TypeError, KeyError) as error:
                 bad.append(_rejected(message, _reason(error), str(error)))
-        return good, bad
+        return Decoding(None, good, bad)
 
-    def _decode_raw(self, messages: list[Message]) -> tuple[list[Decoded], list[Rejected]]:
-        to_dict = self._canonical.to_dict
-        try:
-            return [(r.offset, to_dict(r)) for r in self._codec.decode_many(messages)], []
-        except DecodeError:
-            pass
-        # a bad record somewhere in the batch: decode it again one by one (rare)
-        good: list[Decoded] = []
+    def _decode_raw(self, messages: list[Message]) -> Decoding:
         bad: list[Rejected] = []
-        for message in messages:
-            try:
-                good.append((message[3], to_dict(self._codec.decode(*message))))
-            except DecodeError as error:
-                bad.append(_rejected(message, error.kind, str(error)))
-        return good, bad
+        try:
+            records = self._codec.decode_many(messages)
+        except DecodeError:
+            # a bad record somewhere in the batch: decode it again one by one (rare)
+            records = []
+            for message in messages:
+                try:
+                    records.append(self._codec.decode(*message))
+                except DecodeError as error:
+                    bad.append(_rejected(message, error.kind, str(error)))
+        commits: list[Record] = []
+        others: list[AnyRecord] = []
+        for record in records:
+            (commits if is_plain_commit(record) else others).append(record)  # type: ignore[arg-type]
+        batch = self._columns.batch(commits) if commits else None
+        if batch is None:
+            others = records
+        to_dict = self._canonical.to_dict
+        return Decoding(batch, [(r.offset, to_dict(r)) for r in others], bad)
 
     def _decode_republished(self, value: bytes | None) -> dict[str, Any]:
         if value is None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final, cast
 
+import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from offsetwatch.decoder.codec import Message as RawMessage
@@ -52,10 +53,11 @@ class KafkaReadError(RuntimeError):
 
 def collect(
     decoder: MessageDecoder, collector: Collector, topic: str, messages: list[RawMessage]
-) -> None:
-    """Decode `messages` into `collector`: good ones as records, the others as bad input."""
-    good, bad = decoder.decode(messages)
-    for rejected in bad:
+) -> pa.RecordBatch | None:
+    """Decode `messages`: the offset commits come back as a ready Arrow batch (None if
+    none), the other good ones go to `collector` as records, the bad ones as bad input."""
+    decoded = decoder.decode(messages)
+    for rejected in decoded.rejected:
         collector.bad_input(
             f"{topic}-{rejected.partition}",
             rejected.offset,
@@ -63,10 +65,11 @@ def collect(
             rejected.error,
             rejected.raw_text(),
         )
-    if good:
+    if decoded.records:
         file = f"{topic}-{messages[0][2]}"
-        for offset, canonical in good:
+        for offset, canonical in decoded.records:
             collector.add(canonical, file, offset)
+    return None if collector.quarantine else decoded.commits
 
 
 def read_range(
@@ -79,7 +82,9 @@ def read_range(
     try:
         consumer.assign([TopicPartition(options.topic, offsets.partition, offsets.start)])
         for messages in _fetch(consumer, options, offsets):
-            collect(decoder, collector, options.topic, messages)
+            commits = collect(decoder, collector, options.topic, messages)
+            if commits is not None:
+                yield commits
             if collector.full:
                 yield from collector.drain()
         yield from collector.drain()
