@@ -8,9 +8,11 @@ a gap lands at k/(n+1) of it), never extrapolated, 0.0 when caught up, and a low
 the message predates the first sample. A falling log end (recreated or truncated topic) starts
 a new *epoch*: offsets before and after are unrelated, as when the exporter clears its history.
 
-Both joins are window functions over one union of ticks and samples per topic-partition, so
-no row is ever compared with more than its neighbours: by time for the log end, by offset for
-the append time (log ends only grow within an epoch, so offset order is time order).
+Both as-of joins are window functions over a union of samples with narrow probe rows (one
+per topic-partition and tick; one per distinct committed offset), joined back to the ticks
+afterwards: no row is compared with more than its neighbours, and the sorts stay narrow. By
+time for the log end; by offset for the append time (log ends only grow within an epoch, so
+offset order is time order, and a sample's successor in time is the first one above it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ _SAMPLE, _TICK = 0, 1
 
 
 def prepare_samples(log_ends: DataFrame, until_ms: int | None) -> DataFrame:
-    """Samples with their `epoch` and `run_start_ms` (first time their log end was seen)."""
+    """Samples with their `epoch`, `run_start_ms` (first time their log end was seen), the
+    next sample of the epoch (`next`: the first with a higher log end after this one, as log
+    ends only grow within an epoch) and the epoch's first sample (`epoch_first`)."""
     samples = log_ends.select(
         *TP, F.col("sampled_at_ms").alias("ts"), F.col("log_end_offset").alias("log_end")
     )
@@ -34,96 +38,137 @@ def prepare_samples(log_ends: DataFrame, until_ms: int | None) -> DataFrame:
     samples = samples.dropDuplicates([*TP, "ts"])
     by_time = Window.partitionBy(*TP).orderBy("ts")
     running = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    prev = F.lag("log_end").over(by_time)
-    rows = samples.withColumn("prev", prev).withColumns(
+    this = F.struct(F.col("ts").alias("t"), F.col("log_end").alias("o"))
+    rows = samples.withColumns(
+        {
+            "prev": F.lag("log_end").over(by_time),
+            "_next": F.lead(this).over(by_time),
+        }
+    ).withColumns(
         {
             "dropped": F.coalesce(F.col("log_end") < F.col("prev"), F.lit(False)),
             "new_run": F.col("prev").isNull() | (F.col("log_end") != F.col("prev")),
         }
     )
+    starts_epoch = F.col("prev").isNull() | F.col("dropped")
     return rows.withColumns(
         {
             "epoch": F.sum(F.col("dropped").cast("int")).over(running),
             "run_start_ms": F.last(F.when(F.col("new_run"), F.col("ts")), ignorenulls=True).over(
                 running
             ),
+            "epoch_first": F.last(F.when(starts_epoch, this), ignorenulls=True).over(running),
+            # a lower next log end is the next epoch's first sample: no bracket across it
+            "next": F.when(F.col("_next.o") >= F.col("log_end"), F.col("_next")),
         }
-    ).select(*TP, "ts", "log_end", "epoch", "run_start_ms")
+    ).select(*TP, "ts", "log_end", "epoch", "run_start_ms", "epoch_first", "next")
 
 
-def with_log_end(ticks: DataFrame, samples: DataFrame) -> DataFrame:
-    """Adds log_end_offset, log_end_time_ms, log_end_unchanged_since_ms, lag, lag_seconds and
-    lag_seconds_lower_bound to `ticks` (which have tick_ms and committed_offset)."""
-    tick_rows = ticks.withColumn("_kind", F.lit(_TICK)).withColumn("_ts", F.col("tick_ms"))
+def _log_end_at_ticks(ticks: DataFrame, samples: DataFrame) -> DataFrame:
+    """Per (topic, partition, tick): the last sample at or before it (a sample at exactly the
+    tick counts), its epoch, run start and the epoch's first sample."""
+    tick_rows = (
+        ticks.select(*TP, "tick_ms")
+        .distinct()
+        .select(*TP, F.col("tick_ms").alias("_ts"), F.lit(_TICK).alias("_kind"))
+    )
     sample_rows = samples.select(
         *TP,
-        F.lit(_SAMPLE).alias("_kind"),
         F.col("ts").alias("_ts"),
-        F.col("log_end").alias("_s_log_end"),
-        F.col("epoch").alias("_s_epoch"),
-        F.col("run_start_ms").alias("_s_run_start"),
+        F.lit(_SAMPLE).alias("_kind"),
+        "log_end",
+        "epoch",
+        "run_start_ms",
+        "epoch_first",
     )
-    rows = tick_rows.unionByName(sample_rows, allowMissingColumns=True)
-
-    # by time: a sample at exactly the tick counts (samples sort first)
     by_time = (
         Window.partitionBy(*TP)
         .orderBy("_ts", "_kind")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     sample_time = F.when(F.col("_kind") == _SAMPLE, F.col("_ts"))
-    rows = rows.withColumns(
-        {
-            "log_end_offset": F.last("_s_log_end", ignorenulls=True).over(by_time),
-            "log_end_time_ms": F.last(sample_time, ignorenulls=True).over(by_time),
-            "_epoch": F.last("_s_epoch", ignorenulls=True).over(by_time),
-            "_run_start": F.last("_s_run_start", ignorenulls=True).over(by_time),
-            "_key": F.coalesce(F.col("_s_log_end"), F.col("committed_offset")),
-        }
+    return (
+        tick_rows.unionByName(sample_rows, allowMissingColumns=True)
+        .withColumns(
+            {
+                "log_end_offset": F.last("log_end", ignorenulls=True).over(by_time),
+                "log_end_time_ms": F.last(sample_time, ignorenulls=True).over(by_time),
+                "_epoch": F.last("epoch", ignorenulls=True).over(by_time),
+                "_run_start": F.last("run_start_ms", ignorenulls=True).over(by_time),
+                "_epoch_first": F.last("epoch_first", ignorenulls=True).over(by_time),
+            }
+        )
+        .filter(F.col("_kind") == _TICK)
+        .select(
+            *TP,
+            F.col("_ts").alias("tick_ms"),
+            "log_end_offset",
+            "log_end_time_ms",
+            "_epoch",
+            "_run_start",
+            "_epoch_first",
+        )
     )
 
-    # by offset within an epoch: the samples bracketing each tick's committed offset
-    sample = F.when(
-        F.col("_kind") == _SAMPLE, F.struct(F.col("_ts").alias("t"), F.col("_s_log_end").alias("o"))
+
+def _brackets(ticks: DataFrame, samples: DataFrame) -> DataFrame:
+    """Per (topic, partition, epoch, committed offset) behind the log end: the last sample
+    with log end <= committed (`_before`, carrying its `next`: the first sample above)."""
+    probes = (
+        ticks.filter(F.col("committed_offset") < F.col("log_end_offset"))
+        .select(*TP, "_epoch", F.col("committed_offset").alias("_key"))
+        .distinct()
+        .withColumn("_kind", F.lit(_TICK))
     )
-    # last sample with log end <= committed: samples before ticks at an equal offset, and the
-    # latest of equal log ends (when the partition was last seen there)
+    sample_rows = samples.select(
+        *TP,
+        F.col("epoch").alias("_epoch"),
+        F.col("log_end").alias("_key"),
+        F.lit(_SAMPLE).alias("_kind"),
+        F.struct(F.col("ts").alias("t"), F.col("log_end").alias("o"), F.col("next")).alias(
+            "_sample"
+        ),
+        F.col("ts").alias("_ts"),
+    )
+    # samples before probes at an equal offset; of equal log ends, the latest (when the
+    # partition was last seen there)
     up = (
         Window.partitionBy(*TP, "_epoch")
         .orderBy("_key", "_kind", "_ts")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    # first sample with log end > committed: walking down, ticks before samples at an equal
-    # offset, and the earliest of equal log ends (when it first got there)
-    down = (
-        Window.partitionBy(*TP, "_epoch")
-        .orderBy(F.col("_key").desc(), F.col("_kind").desc(), F.col("_ts").desc())
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    rows = rows.withColumns(
-        {
-            "_before": F.last(sample, ignorenulls=True).over(up),
-            "_after": F.last(sample, ignorenulls=True).over(down),
-        }
+    return (
+        probes.unionByName(sample_rows, allowMissingColumns=True)
+        .withColumn("_before", F.last("_sample", ignorenulls=True).over(up))
+        .filter(F.col("_kind") == _TICK)
+        .select(*TP, "_epoch", F.col("_key").alias("committed_offset"), "_before")
     )
 
-    ticks_out = rows.filter(F.col("_kind") == _TICK)
-    before_t, before_o = F.col("_before.t"), F.col("_before.o")
-    after_t, after_o = F.col("_after.t"), F.col("_after.o")
-    ticks_out = ticks_out.withColumns(
+
+def with_log_end(ticks: DataFrame, samples: DataFrame) -> DataFrame:
+    """Adds log_end_offset, log_end_time_ms, log_end_unchanged_since_ms, lag, lag_seconds and
+    lag_seconds_lower_bound to `ticks` (which have tick_ms and committed_offset)."""
+    ticks = ticks.join(_log_end_at_ticks(ticks, samples), [*TP, "tick_ms"], "left")
+    ticks = ticks.join(_brackets(ticks, samples), [*TP, "_epoch", "committed_offset"], "left")
+    before = F.col("_before")
+    # no sample at or below the committed offset: the message predates the history, and the
+    # epoch's first sample is the only time known (a lower bound of its age)
+    after = F.when(before.isNull(), F.col("_epoch_first")).otherwise(F.col("_before.next"))
+    ticks = ticks.withColumns(
         {
-            "_gap_ms": after_t - before_t,
-            "_k": F.col("committed_offset") - before_o + 1,
-            "_n1": after_o - before_o + 1,
+            "_gap_ms": after.t - F.col("_before.t"),
+            "_k": F.col("committed_offset") - F.col("_before.o") + 1,
+            "_n1": after.o - F.col("_before.o") + 1,
+            "_after_t": after.t,
         }
     )
-    produced = F.when(F.col("_before").isNull(), after_t).otherwise(
-        before_t + F.expr("_gap_ms * _k div _n1")
+    produced = F.when(before.isNull(), F.col("_after_t")).otherwise(
+        F.col("_before.t") + F.expr("_gap_ms * _k div _n1")
     )
     log_end = F.col("log_end_offset")
     caught_up = F.col("committed_offset") >= log_end
     age_s = F.greatest(F.col("tick_ms") - produced, F.lit(0)) / F.lit(1000.0)
-    return ticks_out.withColumns(
+    return ticks.withColumns(
         {
             "log_end_unchanged_since_ms": F.when(
                 F.col("log_end_time_ms") > F.col("_run_start"), F.col("_run_start")
@@ -134,20 +179,6 @@ def with_log_end(ticks: DataFrame, samples: DataFrame) -> DataFrame:
             "lag_seconds": F.when(log_end.isNull(), F.lit(None).cast("double"))
             .when(caught_up, F.lit(0.0))
             .otherwise(age_s),
-            "lag_seconds_lower_bound": log_end.isNotNull() & ~caught_up & F.col("_before").isNull(),
+            "lag_seconds_lower_bound": log_end.isNotNull() & ~caught_up & before.isNull(),
         }
-    ).drop(
-        "_kind",
-        "_ts",
-        "_s_log_end",
-        "_s_epoch",
-        "_s_run_start",
-        "_epoch",
-        "_run_start",
-        "_key",
-        "_before",
-        "_after",
-        "_gap_ms",
-        "_k",
-        "_n1",
-    )
+    ).drop("_epoch", "_run_start", "_epoch_first", "_before", "_gap_ms", "_k", "_n1", "_after_t")
