@@ -36,7 +36,7 @@ def at(minutes: float) -> int:
     return T0 + round(minutes * MINUTE)
 
 
-def _date(ts: int) -> dt.date:
+def day_of(ts: int) -> dt.date:
     return dt.datetime.fromtimestamp(ts / 1000, dt.UTC).date()
 
 
@@ -223,14 +223,14 @@ def frames(spark: SparkSession, scenario: Scenario) -> LakeFrames:
             commit_ts = row.ts if row.offset is not None else None
             commits.append(
                 (row.group, row.topic, row.partition, kind, row.offset, 0, "",
-                 commit_ts, None, row.ts, row.txn, 0, source_offset, _date(row.ts))
+                 commit_ts, None, row.ts, row.txn, 0, source_offset, day_of(row.ts))
             )  # fmt: skip
         else:
             events.append(
                 (row.group, "classic", row.event, row.ts, row.generation, row.state,
-                 row.member_id, None, None, None, 0, source_offset, _date(row.ts))
+                 row.member_id, None, None, None, 0, source_offset, day_of(row.ts))
             )  # fmt: skip
-    log_ends = [(s.topic, s.partition, s.offset, s.ts, _date(s.ts)) for s in scenario.log_ends]
+    log_ends = [(s.topic, s.partition, s.offset, s.ts, day_of(s.ts)) for s in scenario.log_ends]
     return LakeFrames(
         spark.createDataFrame(commits, COMMITS_SCHEMA),
         spark.createDataFrame(events, GROUP_EVENTS_SCHEMA),
