@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from offsetwatch.spark_jobs import lake_schema as ls
@@ -26,19 +27,20 @@ from offsetwatch.spark_jobs.lake_flatten import (
     flatten_commits,
     flatten_log_ends,
     group_records,
+    prune,
     split_events,
 )
 from offsetwatch.spark_jobs.lake_store import (
-    ARCHIVE_SUFFIXES,
     GROUP_STATE,
-    SEGMENT_SUFFIXES,
     InputFile,
     Lake,
     Manifest,
     Run,
-    list_input_files,
+    stat_files,
 )
 from offsetwatch.spark_jobs.sources import InputError
+from offsetwatch.spark_jobs.sources.archive import archive_files
+from offsetwatch.spark_jobs.sources.segments import segment_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,11 +53,7 @@ DEDUPE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     ls.COMMITS: ("source_partition", "source_offset"),
     ls.LOG_ENDS: ("topic", "partition", "sampled_at_ms"),
 }
-_SUFFIXES: Final[Mapping[str, tuple[str, ...]]] = {
-    "archive": ARCHIVE_SUFFIXES,
-    "segments": SEGMENT_SUFFIXES,
-}
-FILE_SOURCES: Final = tuple(_SUFFIXES)
+FILE_SOURCES: Final = ("archive", "segments")
 
 
 def stderr_progress(line: str) -> None:
@@ -83,12 +81,13 @@ def check_input(source: str, path: Path) -> None:
 
 
 def pending_input(source: str, path: Path, manifest: Manifest) -> tuple[list[InputFile], int]:
-    """(input files not compacted yet, number of input files in all)."""
-    files = list_input_files(path, _SUFFIXES[source])
-    if not files:
-        raise InputError(
-            f"no {source} input under {path} (expected {', '.join(_SUFFIXES[source])} files)"
-        )
+    """(input files not compacted yet, number of input files in all): the files the source
+    reads at `path`; InputError when there are none."""
+    if source == "segments":
+        found = [f for p in segment_partitions([str(path)]) for f in p.files]
+    else:
+        found = archive_files([str(path)])
+    files = stat_files(found)
     return [f for f in files if not manifest.is_done(f)], len(files)
 
 
@@ -204,6 +203,8 @@ def compact_records(
     and `quarantine` (their bad input, QUARANTINE_SCHEMA rows)."""
     result = result or CompactResult(new_files=len(new_files))
     run = lake.new_run()
+    # every table reads the input: parse it once, keep only what the tables need
+    records = prune(records).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         tables = {
             ls.COMMITS: flatten_commits(records),
@@ -225,7 +226,11 @@ def compact_records(
             f"{ls.GROUP_EVENTS}: {events:,} new rows in {result.stages[ls.GROUP_EVENTS]:.1f} s"
         )
         if quarantine is not None:
+            started = time.monotonic()
             result.quarantined = _stage_quarantine(run, quarantine)
+            seconds = result.stages[ls.QUARANTINE] = time.monotonic() - started
+            bad = sum(result.quarantined.values())
+            progress(f"{ls.QUARANTINE}: {bad:,} bad input records in {seconds:.1f} s")
             for reason, count in sorted(result.quarantined.items()):
                 progress(f"{ls.QUARANTINE}: {count:,} x {reason}")
         next_manifest = Manifest(
@@ -238,6 +243,8 @@ def compact_records(
     except BaseException:
         run.abandon()
         raise
+    finally:
+        records.unpersist()
     # past this point a failure is finished by the next run's recovery, not abandoned
     published = run.commit((*ls.LAKE_TABLES, ls.QUARANTINE), next_manifest)
     result.run_id = run.run_id

@@ -113,6 +113,7 @@ def flatten_log_ends(records: DataFrame) -> DataFrame:
 
 def group_records(records: DataFrame) -> DataFrame:
     """The records group events come from, with key and value as JSON text for Python."""
+    has_text = "key_json" in records.columns
     return (
         _of_type(records, *sorted(GROUP_RECORD_TYPES))
         .where(F.col("group").isNotNull())
@@ -123,9 +124,48 @@ def group_records(records: DataFrame) -> DataFrame:
             F.col("timestamp").cast(LongType()).alias("timestamp"),
             F.col("partition").cast(IntegerType()).alias("partition"),
             F.col("offset").cast(LongType()).alias("offset"),
-            F.to_json("key").alias("key_json"),
-            F.when(~F.col("tombstone"), F.to_json("value")).alias("value_json"),
+            F.col("key_json") if has_text else F.to_json("key").alias("key_json"),
+            F.col("value_json")
+            if has_text
+            else F.when(~F.col("tombstone"), F.to_json("value")).alias("value_json"),
         )
+    )
+
+
+#: the key / value fields the lake tables read besides group records' whole JSON
+_KEY_FIELDS: Final = ("topic", "partition")
+_VALUE_FIELDS: Final = (
+    "offset",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp",
+    "expire_timestamp",
+    "log_end_offset",
+    "sampled_at_ms",
+)
+
+
+def prune(records: DataFrame) -> DataFrame:
+    """Only what the lake tables need, narrow enough to cache: the wide canonical key and
+    value structs become small structs, group records keep their key and value as JSON
+    text (`group_records` uses it). Every flatten function accepts the result."""
+    schema = records.schema
+    is_group = F.col("type").isin(*sorted(GROUP_RECORD_TYPES))
+
+    def narrowed(name: str, names: tuple[str, ...]) -> Column:
+        node = schema[name].dataType
+        present = [n for n in names if isinstance(node, StructType) and n in node.fieldNames()]
+        return F.struct(*[F.col(f"{name}.{n}") for n in present]).alias(name)
+
+    kept = ["type", "tombstone", "group", "partition", "offset", "timestamp"]
+    if TXN_COLUMN in records.columns:
+        kept.append(TXN_COLUMN)
+    return records.where(is_group | F.col("type").isin("offset_commit", LOG_END_TYPE)).select(
+        *kept,
+        narrowed("key", _KEY_FIELDS),
+        narrowed("value", _VALUE_FIELDS),
+        F.when(is_group, F.to_json("key")).alias("key_json"),
+        F.when(is_group & ~F.col("tombstone"), F.to_json("value")).alias("value_json"),
     )
 
 

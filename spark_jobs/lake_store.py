@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Final
 
 from offsetwatch.exporter.durable import fsync_directory
-from offsetwatch.spark_jobs.sources import InputError
 
 BOOKKEEPING: Final = "_offsetwatch"
 MANIFEST: Final = "manifest.json"
@@ -37,10 +36,6 @@ STAGING: Final = "staging"
 GROUP_STATE: Final = "group_state"
 _COMMIT_PREFIX: Final = "commit-"
 _FORMAT_VERSION: Final = 1
-
-#: what the archive source reads (spark_jobs/sources/archive.py)
-ARCHIVE_SUFFIXES: Final = (".jsonl", ".jsonl.gz", ".avro")
-SEGMENT_SUFFIXES: Final = (".log",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,27 +82,12 @@ def _is_hidden(name: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def list_input_files(path: Path, suffixes: Iterable[str]) -> list[InputFile]:
-    """Every visible input file at `path` (a file, or a directory walked recursively; hidden
-    names such as the archive's in-progress files are skipped), sorted by path."""
-    if not path.exists():
-        raise InputError(f"input {path} does not exist: give an archive directory or file")
-    wanted = tuple(suffixes)
-    found: list[Path] = []
-    if path.is_file():
-        found.append(path)
-    else:
-        for directory, dirnames, filenames in os.walk(path):
-            dirnames[:] = [d for d in dirnames if not _is_hidden(d)]
-            found.extend(
-                Path(directory) / name
-                for name in filenames
-                if not _is_hidden(name) and name.endswith(wanted)
-            )
+def stat_files(paths: Iterable[Path]) -> list[InputFile]:
+    """What the manifest records of input files, sorted by path."""
     out = []
-    for item in sorted(found):
+    for item in sorted({p.resolve() for p in paths}):
         stat = item.stat()
-        out.append(InputFile(str(item.resolve()), stat.st_size, stat.st_mtime_ns))
+        out.append(InputFile(str(item), stat.st_size, stat.st_mtime_ns))
     return out
 
 

@@ -39,8 +39,8 @@ class UnknownGroupError(LookupError):
 
     def __init__(self, group: str, where: str) -> None:
         super().__init__(
-            f"group {group!r} does not appear in {where}: check the name "
-            "(offsetwatch spark offsets-at lists groups only by exact name)"
+            f"group {group!r} does not appear in {where}: check the name (exact, "
+            "case-sensitive) and that the history covers the group"
         )
         self.group = group
 

@@ -167,4 +167,4 @@ def test_cli_missing_or_empty_input_is_one_line_and_exit_2(
     (tmp_path / "empty").mkdir()
     assert main(["spark", "compact", "--input", str(tmp_path / "empty"), "--lake", lake]) == 2
     err = capsys.readouterr().err.strip()
-    assert "no archive input" in err and "\n" not in err
+    assert "no archive files" in err and "\n" not in err

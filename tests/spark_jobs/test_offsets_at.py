@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from offsetwatch.decoder.canonical import dumps
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.compact import compact_records
 from offsetwatch.spark_jobs.lake_flatten import (
@@ -172,3 +173,17 @@ def test_lake_schema_of_commits(spark: SparkSession) -> None:
     assert (
         flatten_commits(frame(spark, HISTORY)).schema.fieldNames() == ls.COMMITS_SCHEMA.fieldNames()
     )
+
+
+def test_from_an_archive_and_from_decode_json(spark: SparkSession, tmp_path: Path) -> None:
+    text = "".join(dumps(r) + "\n" for r in HISTORY)
+    archive = tmp_path / "archive" / "date=2026-11-21"
+    archive.mkdir(parents=True)
+    (archive / "offsetwatch-1-000000.jsonl").write_text(text)
+    decoded = tmp_path / "history.json"  # offsetwatch decode --format json > history.json
+    decoded.write_text(text)
+    for path in (tmp_path / "archive", decoded):
+        for instant in (2_500, 5_000, 6_200):
+            assert offsets_at_from_path(path, "g", instant, spark) == EXPECTED[instant], path
+    with pytest.raises(UnknownGroupError):
+        offsets_at_from_path(decoded, "nobody", 6_200, spark)

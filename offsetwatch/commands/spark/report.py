@@ -1,0 +1,87 @@
+"""`offsetwatch spark report`: one group's recent history as text and a PNG chart."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offsetwatch.commands import UsageError, apply_env_defaults
+from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+
+if TYPE_CHECKING:
+    from offsetwatch.commands import Subparsers
+
+DESCRIPTION = """\
+Summarise a consumer group's history from the lake (offsetwatch spark compact): stalls,
+stops, rewinds, lag-SLO breaches and rebalance storms with their start, end and size,
+rebalances and member churn, lag percentiles; with --out, also a PNG chart of the committed
+offset against the log end and of the lag in seconds over time.
+"""
+
+EPILOG = """\
+examples:
+  offsetwatch spark report --lake /data/lake --group billing --since 24h --out reports/
+  offsetwatch spark report --lake /data/lake --group billing --since 2026-11-24T00:00:00Z
+"""
+
+_DURATION = re.compile(r"^(\d+)([smhdw])$")
+_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def since_ms(text: str, now_ms: int) -> int:
+    """`24h`, `30m`, `7d` before now, or an instant (ISO 8601 / epoch ms)."""
+    from offsetwatch.spark_jobs.offsets_at import parse_time
+
+    match = _DURATION.match(text.strip())
+    if match:
+        return now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)]
+    return parse_time(text)
+
+
+def register(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "report",
+        help="a consumer group's history: episodes, rebalances, lag percentiles, PNG chart",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--lake", type=Path, required=True, metavar="DIR", help="the lake")
+    parser.add_argument("--group", required=True, metavar="G", help="the consumer group")
+    parser.add_argument(
+        "--since",
+        default="24h",
+        metavar="WHEN",
+        help="a duration back from now (24h, 30m, 7d) or an instant (default: 24h)",
+    )
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write the chart <group>.png here")
+    add_spark_options(parser)
+    apply_env_defaults(parser)
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from offsetwatch.spark_jobs.offsets_at import UnknownGroupError
+    from offsetwatch.spark_jobs.report import build_report
+
+    try:
+        start = since_ms(args.since, int(time.time() * 1000))
+    except ValueError as error:
+        raise UsageError(f"--since: {error}") from None
+    if not (args.lake / "commits").is_dir() and not (args.lake / "group_events").is_dir():
+        raise UsageError(
+            f"--lake {args.lake} holds no lake: build it with offsetwatch spark compact"
+        )
+    try:
+        spark = session_from_args(args, "report")
+        report = build_report(spark, args.lake, args.group, start, args.out)
+    except UnknownGroupError as error:
+        raise UsageError(str(error.args[0])) from None
+    print(report.summary)
+    if report.chart is not None:
+        print(f"chart: {report.chart}")
+    return 0
