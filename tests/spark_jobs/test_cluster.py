@@ -1,0 +1,160 @@
+"""The Spark jobs on a real multi-process cluster: pickling and executor-side imports break here.
+
+`local-cluster[2,1,1024]` starts a master, two workers and two executor JVMs, each with its own
+Python workers; offsetwatch reaches them as the zipped package `get_session` ships with
+addPyFile, exactly as on a standalone, YARN or Kubernetes cluster. One JVM runs one
+SparkContext, so the cluster side runs in child processes (the real `offsetwatch spark` CLI, and
+one small script), while this process computes the same results in local mode with the shared
+`spark` fixture: the cluster's lake and episodes must equal the local ones.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from offsetwatch.exporter.archive import ArchiveWriter
+from offsetwatch.spark_jobs.compact import compact
+from offsetwatch.spark_jobs.lake_schema import LAKE_TABLES
+from tests.spark_jobs.lake_records import classic, commit, log_end
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+MASTER = "local-cluster[2,1,1024]"
+BASE_MS = 1_795_000_000_000  # 2026-11-18
+MINUTE = 60_000
+
+
+def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "offsetwatch.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"{args}: exit {done.returncode}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _history() -> list[dict[str, Any]]:
+    """40 minutes: `stuck` commits offset 100 every minute while its log end grows (a stall),
+    `healthy` keeps up with its own topic; both are classic groups with one member."""
+    records = [
+        classic("stuck", 1, ["stuck-1"], BASE_MS, 0),
+        classic("healthy", 1, ["healthy-1"], BASE_MS, 1),
+    ]
+    position = 2
+    for minute in range(41):
+        ts = BASE_MS + minute * MINUTE
+        records.append(log_end("orders", 0, 100 + 50 * minute, ts))
+        records.append(log_end("payments", 0, 10 * minute, ts))
+        records.append(commit("stuck", "orders", 0, 100, ts + 1000, position))
+        records.append(commit("healthy", "payments", 0, 10 * minute, ts + 1000, position + 1))
+        position += 2
+    return records
+
+
+def _archive(target: Path) -> Path:
+    with ArchiveWriter(target, "jsonl", roll_bytes=8 * 1024) as writer:  # several files
+        for record in _history():
+            writer.write(record)
+    return target
+
+
+def _tables(spark: SparkSession, lake: Path) -> dict[str, list[Any]]:
+    return {
+        table: sorted(
+            (tuple(row) for row in spark.read.parquet(str(lake / table)).collect()), key=repr
+        )
+        for table in LAKE_TABLES
+        if (lake / table).exists()
+    }
+
+
+def test_compact_and_analyze_on_a_cluster_equal_local_mode(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    archive = _archive(tmp_path / "archive")
+    cluster_lake, local_lake = tmp_path / "lake-cluster", tmp_path / "lake-local"
+
+    _cli(
+        "spark", "compact", "--master", MASTER, "--input", str(archive), "--lake", str(cluster_lake)
+    )
+    compact(spark, "archive", local_lake, archive, progress=lambda _: None)
+    cluster_tables = _tables(spark, cluster_lake)
+    assert cluster_tables == _tables(spark, local_lake)
+    assert len(cluster_tables["commits"]) == 82
+    assert len(cluster_tables["log_ends"]) == 82
+
+    analyzed = _cli(
+        "spark", "analyze", "--master", MASTER, "--lake", str(cluster_lake), "--format", "json"
+    )
+    episodes = [
+        row for row in map(json.loads, analyzed.stdout.splitlines()) if row["table"] == "episodes"
+    ]
+    # the stuck group stalls (and its lag in seconds breaks the SLO); the healthy one has none
+    assert {e["group"] for e in episodes} == {"stuck"}
+    assert "stall" in {e["kind"] for e in episodes}
+
+
+CLUSTER_READ = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from offsetwatch.spark_jobs.reader import read_records
+    from offsetwatch.spark_jobs.session import SparkSettings, get_session
+
+    def where(rows):
+        import offsetwatch
+        time.sleep(0.5)  # keep each task long enough for both executors to take some
+        yield (os.getpid(), offsetwatch.__file__, sum(1 for _ in rows))
+
+    spark = get_session(SparkSettings(master=sys.argv[1], shuffle_partitions=4))
+    records = read_records(spark, "segments", sys.argv[2])
+    placed = records.repartition(8).rdd.mapPartitions(where).collect()
+    print(json.dumps({
+        "rows": sorted(map(list, records.select("partition", "offset", "type").collect())),
+        "pids": sorted({p for p, _, _ in placed}),
+        "modules": sorted({m for _, m, _ in placed}),
+        "counted": sum(n for _, _, n in placed),
+    }))
+    spark.stop()
+    """
+)
+
+
+def test_segments_source_decodes_in_executor_processes(
+    spark: SparkSession, conformance_dir: Path
+) -> None:
+    from offsetwatch.spark_jobs.reader import read_records
+
+    segments = conformance_dir / "runs" / "main" / "segments"
+    done = subprocess.run(
+        [sys.executable, "-c", CLUSTER_READ, MASTER, str(segments)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    local = sorted(
+        map(
+            list,
+            read_records(spark, "segments", str(segments))
+            .select("partition", "offset", "type")
+            .collect(),
+        )
+    )
+    assert result["rows"] == local
+    assert result["counted"] == len(local)
+    assert len(result["pids"]) >= 2, "tasks ran in more than one executor process"
+    # executors imported offsetwatch from the zip the driver shipped, not from this checkout
+    assert all("offsetwatch-package.zip" in module for module in result["modules"])
