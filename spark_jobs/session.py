@@ -71,6 +71,11 @@ def build_package_zip(target_dir: Path) -> Path:
     return target
 
 
+def under_spark_submit() -> bool:
+    """spark-submit starts the driver's Python with a gateway to its JVM already running."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def get_session(settings: SparkSettings | None = None) -> SparkSession:
     """A SparkSession for offsetwatch's jobs, with the `offsetwatch` data source registered."""
     settings = settings or SparkSettings()
@@ -78,14 +83,17 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if not (under_spark_submit() and settings.master == DEFAULT_MASTER):
+        # under spark-submit, its --master (and --py-files) rule unless --master was given
+        builder = builder.master(settings.master)
     builder = (
-        SparkSession.builder.master(settings.master)
-        .appName(settings.app_name)
+        builder.appName(settings.app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
     )
-    if settings.is_local:
+    if settings.is_local and not under_spark_submit():
         builder = builder.config("spark.ui.enabled", "false")
     if settings.shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
@@ -93,7 +101,7 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
-    if settings.should_ship():
+    if settings.should_ship() and not under_spark_submit():
         staging = Path(tempfile.mkdtemp(prefix="offsetwatch-spark-"))
         spark.sparkContext.addPyFile(str(build_package_zip(staging)))
     register_data_sources(spark)
