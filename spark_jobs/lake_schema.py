@@ -32,7 +32,8 @@ QUARANTINE: Final = "quarantine"
 LAKE_TABLES: Final = (COMMITS, GROUP_EVENTS, LOG_ENDS)
 
 
-def _fields(*fields: tuple[str, object, bool]) -> StructType:
+def struct_of(*fields: tuple[str, object, bool]) -> StructType:
+    """A StructType from (name, type, nullable) triples: the tables below read as tables."""
     return StructType([StructField(name, kind, nullable) for name, kind, nullable in fields])  # type: ignore[arg-type]
 
 
@@ -40,7 +41,7 @@ def _fields(*fields: tuple[str, object, bool]) -> StructType:
 #: offset/leader_epoch/metadata/commit_ts/expire_ts are null for deletions.
 #: txn: "none" (plain commit), "committed", "aborted" or "pending" where the source knows the
 #: transaction's outcome (segments); "unknown" when a transactional commit's outcome was not seen.
-COMMITS_SCHEMA: Final = _fields(
+COMMITS_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("topic", StringType(), False),
     ("partition", IntegerType(), False),
@@ -60,7 +61,7 @@ COMMITS_SCHEMA: Final = _fields(
 #: event: one of GROUP_EVENT_KINDS. group_type: classic | consumer | share | streams.
 #: generation: the classic generation or the KIP-848 group epoch (member epoch for member rows).
 #: detail: the event's other fields as compact JSON (assignment, protocol, reason, ...).
-GROUP_EVENTS_SCHEMA: Final = _fields(
+GROUP_EVENTS_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("group_type", StringType(), False),
     ("event", StringType(), False),
@@ -85,7 +86,7 @@ GROUP_EVENT_KINDS: Final = (
     "group_deleted",  # the group's metadata tombstone
 )
 
-LOG_ENDS_SCHEMA: Final = _fields(
+LOG_ENDS_SCHEMA: Final = struct_of(
     ("topic", StringType(), False),
     ("partition", IntegerType(), False),
     ("log_end_offset", LongType(), False),
@@ -97,7 +98,7 @@ LOG_ENDS_SCHEMA: Final = _fields(
 #: end_ms null: the episode is still open at the end of the data. size: the episode's magnitude
 #: in its own unit (messages waiting, offsets rewound, lag seconds, commits, rebalances), given
 #: in `unit`. topic/partition are null for group-level episodes.
-EPISODES_SCHEMA: Final = _fields(
+EPISODES_SCHEMA: Final = struct_of(
     ("kind", StringType(), False),
     ("group", StringType(), False),
     ("topic", StringType(), True),
@@ -119,7 +120,7 @@ EPISODE_KINDS: Final = (
 )
 
 #: One alert per episode. `active` false once the episode ended (ends_at set).
-ALERTS_SCHEMA: Final = _fields(
+ALERTS_SCHEMA: Final = struct_of(
     ("alert_id", StringType(), False),
     ("name", StringType(), False),
     ("severity", StringType(), False),
@@ -136,7 +137,7 @@ ALERTS_SCHEMA: Final = _fields(
 )
 
 #: Input that could not be read: one row per bad line / Avro block / segment batch / message.
-QUARANTINE_SCHEMA: Final = _fields(
+QUARANTINE_SCHEMA: Final = struct_of(
     ("source", StringType(), False),
     ("file", StringType(), True),
     ("position", LongType(), True),

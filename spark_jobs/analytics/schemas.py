@@ -10,20 +10,14 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     StringType,
-    StructField,
-    StructType,
 )
 
 from offsetwatch.exporter.status import Status
-
-
-def _fields(*fields: tuple[str, object, bool]) -> StructType:
-    return StructType([StructField(name, kind, nullable) for name, kind, nullable in fields])  # type: ignore[arg-type]
-
+from offsetwatch.spark_jobs.lake_schema import struct_of
 
 #: One row per (group, topic, partition) and tick: what the exporter's status evaluation sees
 #: at that instant and its verdict (status: exporter.status.Status value).
-TIMELINE_SCHEMA: Final = _fields(
+TIMELINE_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("topic", StringType(), False),
     ("partition", IntegerType(), False),
@@ -48,7 +42,7 @@ TIMELINE_SCHEMA: Final = _fields(
 #: Per (group, topic, partition) and tumbling window (window_ms: 60000, 300000, 3600000).
 #: offset_progress: last offset minus the last offset before the window (negative after a
 #: rewind); consumption_rate: offsets per second; lag / lag_seconds at the window's end.
-WINDOWS_SCHEMA: Final = _fields(
+WINDOWS_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("topic", StringType(), False),
     ("partition", IntegerType(), False),
@@ -68,7 +62,7 @@ WINDOWS_SCHEMA: Final = _fields(
 
 #: Per group: rebalances (new generations / group epochs), storms, member churn, deletion,
 #: and time spent in each status (<status>_ms; a group is its worst partition).
-GROUP_STATS_SCHEMA: Final = _fields(
+GROUP_STATS_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("first_tick_ms", LongType(), True),
     ("last_tick_ms", LongType(), True),
