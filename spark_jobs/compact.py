@@ -27,7 +27,6 @@ from offsetwatch.spark_jobs.lake_flatten import (
     flatten_commits,
     flatten_log_ends,
     group_records,
-    prune,
     split_events,
 )
 from offsetwatch.spark_jobs.lake_store import (
@@ -40,6 +39,7 @@ from offsetwatch.spark_jobs.lake_store import (
 )
 from offsetwatch.spark_jobs.sources import InputError
 from offsetwatch.spark_jobs.sources.archive import archive_files
+from offsetwatch.spark_jobs.sources.lake_input import BAD_COLUMN
 from offsetwatch.spark_jobs.sources.segments import segment_partitions
 
 if TYPE_CHECKING:
@@ -116,8 +116,8 @@ def compact(
         if not new:
             progress("nothing to do")
             return result
-    records, quarantine = _read(spark, source, input_path, new, result, dict(options or {}))
-    return compact_records(spark, records, lake, new, manifest, progress, result, quarantine)
+    lake_input = _read(spark, source, input_path, new, result, dict(options or {}))
+    return compact_input(spark, lake_input, lake, new, manifest, progress, result)
 
 
 def _read(
@@ -127,11 +127,12 @@ def _read(
     new: Sequence[InputFile],
     result: CompactResult,
     options: dict[str, str],
-) -> tuple[DataFrame, DataFrame]:
-    """(records, quarantine) of the new input: the whole input path when everything is new,
-    else each new archive file / each segment partition directory with a new or grown file
-    (transactions span a partition's segment files, so a directory is read whole)."""
-    from offsetwatch.spark_jobs.reader import read_quarantine, read_records
+) -> DataFrame:
+    """The lake input (records and bad input, `read_lake_input`) of the new input: the whole
+    input path when everything is new, else each new archive file / each segment partition
+    directory with a new or grown file (transactions span a partition's segment files, so a
+    directory is read whole)."""
+    from offsetwatch.spark_jobs.reader import read_lake_input
 
     if source not in FILE_SOURCES:
         where = None if input_path is None else str(input_path)
@@ -142,12 +143,9 @@ def _read(
         units = sorted({str(Path(f.path).parent) for f in new})
     else:
         units = [f.path for f in new]
-    records = _union([read_records(spark, source, u, **options) for u in units])
-    quarantine = _union([read_quarantine(spark, source, u, **options) for u in units])
-    return records, quarantine
-
-
-def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    if source == "archive":  # one read of every file: one scan, one Spark partition per file
+        return read_lake_input(spark, source, [u for u in units if u], **options)
+    frames = [read_lake_input(spark, source, u, **options) for u in units]
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
@@ -201,10 +199,29 @@ def compact_records(
 ) -> CompactResult:
     """Flatten, dedupe, stage and commit `records` (canonical rows read from `new_files`)
     and `quarantine` (their bad input, QUARANTINE_SCHEMA rows)."""
+    from offsetwatch.spark_jobs.reader import lake_input
+
+    return compact_input(
+        spark, lake_input(records, quarantine), lake, new_files, manifest, progress, result
+    )
+
+
+def compact_input(
+    spark: SparkSession,
+    lake_input: DataFrame,
+    lake: Lake,
+    new_files: Sequence[InputFile],
+    manifest: Manifest,
+    progress: Progress = stderr_progress,
+    result: CompactResult | None = None,
+) -> CompactResult:
+    """Flatten, dedupe, stage and commit `lake_input` (`read_lake_input` rows read from
+    `new_files`: records, and bad input with `bad` set)."""
     result = result or CompactResult(new_files=len(new_files))
     run = lake.new_run()
-    # every table reads the input: parse it once, keep only what the tables need
-    records = prune(records).persist(StorageLevel.MEMORY_AND_DISK)
+    # every table and the quarantine read the input: read it once
+    lake_input = lake_input.persist(StorageLevel.MEMORY_AND_DISK)
+    records = lake_input.where(F.col(BAD_COLUMN).isNull()).drop(BAD_COLUMN)
     try:
         tables = {
             ls.COMMITS: flatten_commits(records),
@@ -225,14 +242,14 @@ def compact_records(
         progress(
             f"{ls.GROUP_EVENTS}: {events:,} new rows in {result.stages[ls.GROUP_EVENTS]:.1f} s"
         )
-        if quarantine is not None:
-            started = time.monotonic()
-            result.quarantined = _stage_quarantine(run, quarantine)
-            seconds = result.stages[ls.QUARANTINE] = time.monotonic() - started
-            bad = sum(result.quarantined.values())
-            progress(f"{ls.QUARANTINE}: {bad:,} bad input records in {seconds:.1f} s")
-            for reason, count in sorted(result.quarantined.items()):
-                progress(f"{ls.QUARANTINE}: {count:,} x {reason}")
+        started = time.monotonic()
+        quarantine = lake_input.where(F.col(BAD_COLUMN).isNotNull()).select(f"{BAD_COLUMN}.*")
+        result.quarantined = _stage_quarantine(run, quarantine)
+        seconds = result.stages[ls.QUARANTINE] = time.monotonic() - started
+        bad = sum(result.quarantined.values())
+        progress(f"{ls.QUARANTINE}: {bad:,} bad input records in {seconds:.1f} s")
+        for reason, count in sorted(result.quarantined.items()):
+            progress(f"{ls.QUARANTINE}: {count:,} x {reason}")
         next_manifest = Manifest(
             files={**manifest.files, **{f.path: [f.size, f.mtime_ns] for f in new_files}},
             group_state=run.run_id
@@ -244,7 +261,7 @@ def compact_records(
         run.abandon()
         raise
     finally:
-        records.unpersist()
+        lake_input.unpersist()
     # past this point a failure is finished by the next run's recovery, not abandoned
     published = run.commit((*ls.LAKE_TABLES, ls.QUARANTINE), next_manifest)
     result.run_id = run.run_id

@@ -7,7 +7,8 @@ the Avro schema, plus `txn`.
 
 `.option("output", "quarantine")` reads the same input but yields its bad input instead, one
 row of `lake_schema.QUARANTINE_SCHEMA` each (spark_jobs/sources/__init__.py says why a second
-scan rather than a side channel).
+scan rather than a side channel). `.option("output", "lake")` (archive only) is compact's
+single scan: the lake's columns and the bad input together (spark_jobs/sources/lake_input.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyspark.sql.types import StructType
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
 from offsetwatch.spark_jobs.schema import records_struct
 from offsetwatch.spark_jobs.sources import OUTPUT_QUARANTINE, InputError, output_of
+from offsetwatch.spark_jobs.sources.lake_input import OUTPUT_LAKE, lake_input_struct
 
 SOURCES: Final = ("archive", "segments", "kafka")
 
@@ -39,6 +41,10 @@ class OffsetwatchDataSource(DataSource):
         return "offsetwatch"
 
     def schema(self) -> StructType:
+        if self.options.get("output") == OUTPUT_LAKE:
+            if source_of(self.options) != "archive":
+                raise InputError(f"option output={OUTPUT_LAKE!r} is only for source archive")
+            return lake_input_struct()
         if output_of(self.options) == OUTPUT_QUARANTINE:
             return QUARANTINE_SCHEMA
         return records_struct()

@@ -132,6 +132,8 @@ def group_records(records: DataFrame) -> DataFrame:
     )
 
 
+#: the top-level columns the lake tables read
+_KEPT: Final = ("type", "tombstone", "group", "partition", "offset", "timestamp")
 #: the key / value fields the lake tables read besides group records' whole JSON
 _KEY_FIELDS: Final = ("topic", "partition")
 _VALUE_FIELDS: Final = (
@@ -143,6 +145,27 @@ _VALUE_FIELDS: Final = (
     "log_end_offset",
     "sampled_at_ms",
 )
+#: the record types the lake tables come from
+LAKE_RECORD_TYPES: Final = frozenset({"offset_commit", LOG_END_TYPE, *GROUP_RECORD_TYPES})
+
+
+def _narrow_fields(schema: StructType, name: str, names: tuple[str, ...]) -> list[StructField]:
+    node = schema[name].dataType
+    if not isinstance(node, StructType):
+        return []
+    return [node[n] for n in names if n in node.fieldNames()]
+
+
+def pruned_struct(records: StructType) -> StructType:
+    """The schema of `prune` of records of schema `records` (every field nullable): what
+    compact caches, and what the archive source's `lake` output yields directly."""
+    kept = [records[n] for n in (*_KEPT, TXN_COLUMN) if n in records.fieldNames()]
+    nested = [
+        StructField(name, StructType(_narrow_fields(records, name, names)), True)
+        for name, names in (("key", _KEY_FIELDS), ("value", _VALUE_FIELDS))
+    ]
+    text = [StructField(n, StringType(), True) for n in ("key_json", "value_json")]
+    return StructType([StructField(f.name, f.dataType, True) for f in kept] + nested + text)
 
 
 def prune(records: DataFrame) -> DataFrame:
@@ -153,14 +176,11 @@ def prune(records: DataFrame) -> DataFrame:
     is_group = F.col("type").isin(*sorted(GROUP_RECORD_TYPES))
 
     def narrowed(name: str, names: tuple[str, ...]) -> Column:
-        node = schema[name].dataType
-        present = [n for n in names if isinstance(node, StructType) and n in node.fieldNames()]
-        return F.struct(*[F.col(f"{name}.{n}") for n in present]).alias(name)
+        fields = _narrow_fields(schema, name, names)
+        return F.struct(*[F.col(f"{name}.{f.name}") for f in fields]).alias(name)
 
-    kept = ["type", "tombstone", "group", "partition", "offset", "timestamp"]
-    if TXN_COLUMN in records.columns:
-        kept.append(TXN_COLUMN)
-    return records.where(is_group | F.col("type").isin("offset_commit", LOG_END_TYPE)).select(
+    kept = [n for n in (*_KEPT, TXN_COLUMN) if n in records.columns]
+    return records.where(F.col("type").isin(*sorted(LAKE_RECORD_TYPES))).select(
         *kept,
         narrowed("key", _KEY_FIELDS),
         narrowed("value", _VALUE_FIELDS),

@@ -8,8 +8,9 @@ All give `schema.records_struct()` (the canonical record plus `txn`). For the ar
 lines go through Spark's native JSON reader with the explicit schema (several times faster
 than parsing in Python) and Avro files through the `offsetwatch` data source; the two are
 unioned. `read_quarantine` gives the bad input of the same read (QUARANTINE_SCHEMA).
-Records are NOT deduplicated: the archive is at-least-once, so jobs drop duplicates on
-`(partition, offset)` where it matters (`dedupe`).
+`read_lake_input` is what compact reads: the lake's columns of the records and the bad input
+in one frame (one scan of an archive). Records are NOT deduplicated: the archive is
+at-least-once, so jobs drop duplicates on `(partition, offset)` where it matters (`dedupe`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from offsetwatch.spark_jobs.datasource import SOURCES
+from offsetwatch.spark_jobs.lake_flatten import field, prune
+from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
 from offsetwatch.spark_jobs.schema import TXN_COLUMN, canonical_struct, records_struct
 from offsetwatch.spark_jobs.sources import (
     OUTPUT_QUARANTINE,
@@ -26,12 +29,20 @@ from offsetwatch.spark_jobs.sources import (
     InputError,
 )
 from offsetwatch.spark_jobs.sources.archive import archive_files, is_avro, is_jsonl
+from offsetwatch.spark_jobs.sources.lake_input import BAD_COLUMN, OUTPUT_LAKE, lake_input_struct
 from offsetwatch.spark_jobs.sources.segments import segment_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["InputError", "dedupe", "read_quarantine", "read_records"]
+__all__ = [
+    "InputError",
+    "dedupe",
+    "lake_input",
+    "read_lake_input",
+    "read_quarantine",
+    "read_records",
+]
 
 _CORRUPT: Final = "_corrupt_record"
 #: a line Spark's JSON reader parsed but that is no canonical record
@@ -81,6 +92,57 @@ def read_quarantine(
         options[PATHS_OPTION] = json.dumps(paths)
     frame: DataFrame = _source_reader(spark, source, options).load()
     return frame
+
+
+def read_lake_input(
+    spark: SparkSession,
+    source: str,
+    path: str | Sequence[str] | None = None,
+    **options: str,
+) -> DataFrame:
+    """The input of compact (`lake_input_struct()` rows: the lake's columns of each record,
+    and bad input with `bad` set): one scan of an archive; records and quarantine (two
+    scans) of segments; the records of kafka."""
+    _check_source(source)
+    if source == "archive":
+        files = [str(f) for f in archive_files(_paths(source, path))]
+        lake_options = {**options, "output": OUTPUT_LAKE, PATHS_OPTION: json.dumps(files)}
+        frame: DataFrame = _source_reader(spark, source, lake_options).load()
+        return frame
+    records = read_records(spark, source, path, **options)
+    quarantine = read_quarantine(spark, source, path, **options) if source == "segments" else None
+    return lake_input(records, quarantine)
+
+
+def lake_input(records: DataFrame, quarantine: DataFrame | None = None) -> DataFrame:
+    """Canonical records (any narrower schema too) and their bad input (QUARANTINE_SCHEMA
+    rows) as one frame of `lake_input_struct()`."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    pruned = prune(records)
+    schema = pruned.schema
+    columns = []
+    for top in lake_input_struct().fields:
+        if top.name == BAD_COLUMN:
+            continue
+        if isinstance(top.dataType, StructType):
+            inner = [
+                field(schema, f"{top.name}.{f.name}", f.dataType).alias(f.name)
+                for f in top.dataType.fields
+            ]
+            columns.append(F.struct(*inner).alias(top.name))
+        else:
+            columns.append(field(schema, top.name, top.dataType).alias(top.name))
+    bad_type = lake_input_struct()[BAD_COLUMN].dataType
+    out = pruned.select(*columns, F.lit(None).cast(bad_type).alias(BAD_COLUMN))
+    if quarantine is None:
+        return out
+    bad = quarantine.select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in out.schema.fields[:-1]],
+        F.struct(*QUARANTINE_SCHEMA.fieldNames()).cast(bad_type).alias(BAD_COLUMN),
+    )
+    return out.unionByName(bad)
 
 
 def dedupe(records: DataFrame) -> DataFrame:

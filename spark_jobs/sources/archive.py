@@ -33,8 +33,15 @@ from offsetwatch.spark_jobs.sources import (
     require_exists,
     walk_files,
 )
+from offsetwatch.spark_jobs.sources.lake_input import (
+    OUTPUT_LAKE,
+    LakeCollector,
+    read_jsonl_lake,
+)
 
 SOURCE: Final = "archive"
+#: what the readers feed: records or quarantine rows (Collector), or compact's input
+Sink = Collector | LakeCollector
 JSONL_SUFFIXES: Final = (".jsonl", ".jsonl.gz")
 AVRO_SUFFIX: Final = ".avro"
 _AVRO_MAGIC: Final = b"Obj\x01"
@@ -71,7 +78,8 @@ class ArchiveReader(DataSourceReader):
 
     def __init__(self, schema: StructType, options: Mapping[str, str]) -> None:
         self.schema = schema
-        self.quarantine = output_of(options) == OUTPUT_QUARANTINE
+        self.lake = options.get("output") == OUTPUT_LAKE
+        self.quarantine = not self.lake and output_of(options) == OUTPUT_QUARANTINE
         self.files = [str(f) for f in archive_files(paths_of(options, SOURCE))]
 
     def partitions(self) -> list[FileSplit]:
@@ -79,8 +87,12 @@ class ArchiveReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, FileSplit)
-        collector = Collector.of(self.schema, SOURCE, self.quarantine)
         file = partition.files[0]
+        if self.lake:
+            lake = LakeCollector(SOURCE)
+            yield from read_avro(file, lake) if is_avro(file) else read_jsonl_lake(file, lake)
+            return
+        collector = Collector.of(self.schema, SOURCE, self.quarantine)
         if is_avro(file):
             yield from read_avro(file, collector)
         else:
@@ -97,13 +109,13 @@ def _open_text(path: str) -> IO[bytes] | gzip.GzipFile:
     return open(path, "rb")
 
 
-def read_jsonl(file: str, collector: Collector) -> Iterator[Any]:
+def read_jsonl(file: str, collector: Sink) -> Iterator[Any]:
     try:
         with _open_text(file) as lines:
             for number, line in enumerate(lines, 1):
                 if line.isspace():
                     continue
-                canonical = _parse_line(line, file, number, collector)
+                canonical = parse_line(line, file, number, collector)
                 if canonical is not None:
                     collector.add(canonical, file, number)
                 if collector.full:
@@ -113,7 +125,7 @@ def read_jsonl(file: str, collector: Collector) -> Iterator[Any]:
     yield from collector.drain()
 
 
-def _parse_line(line: bytes, file: str, number: int, collector: Collector) -> dict[str, Any] | None:
+def parse_line(line: bytes, file: str, number: int, collector: Sink) -> dict[str, Any] | None:
     try:
         obj = json.loads(line)
     except ValueError as error:
@@ -179,7 +191,7 @@ def _header_end(data: bytes) -> int:
     return position
 
 
-def read_avro(file: str, collector: Collector) -> Iterator[Any]:
+def read_avro(file: str, collector: Sink) -> Iterator[Any]:
     from offsetwatch.decoder.avro import AvroCodec
 
     data = Path(file).read_bytes()
