@@ -14,6 +14,12 @@ file order: a transaction's records are resolved by its marker, which may sit in
 batch or a later file (`decoder.segments.TransactionResolver`, as `offsetwatch decode` does);
 `txn` then says committed / aborted / pending, and "none" for plain records.
 
+Decoding: runs of plain batches (uncompressed, non-transactional v2 holding offset commits,
+nearly all of a real log) go straight to Arrow columns (`segment_columns`, numpy over many
+batches at once); every other batch - and any run with something unusual inside - takes the
+record path (`decoder.segments` + `Codec.decode_many` + `columns.flat_batches`), which gives
+the same rows.
+
 Bad input goes on: a batch whose header or compression is broken is quarantined
 (`bad_batch`) and skipped; framing broken for good (`bad_segment_tail`) ends that file; a
 record whose key or value does not decode is quarantined alone (`bad_record`); a CRC mismatch
@@ -30,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from offsetwatch.spark_jobs.schema import TXN_COLUMN
+from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows
 from offsetwatch.spark_jobs.sources import (
     BATCH_RECORDS,
     OUTPUT_QUARANTINE,
@@ -45,6 +52,7 @@ from offsetwatch.spark_jobs.sources import (
     require_exists,
 )
 from offsetwatch.spark_jobs.sources.columns import flat_batches
+from offsetwatch.spark_jobs.sources.segment_columns import Run, decode_run, runs
 
 SOURCE: Final = "segments"
 CONSUMER_OFFSETS: Final = "__consumer_offsets"
@@ -200,36 +208,70 @@ class _SplitReader:
     def read(self) -> Iterator[Any]:
         from offsetwatch.decoder.canonical import Canonical
         from offsetwatch.decoder.codec import Codec
-        from offsetwatch.decoder.segments import TransactionResolver
 
         codec, canonical = Codec(), Canonical()
-        resolver = TransactionResolver() if self.split.transactional else None
+        if self.split.transactional:
+            yield from self._read_transactional(codec, canonical)
+            return
+        (file,) = self.split.files  # planning gives plain partitions one file per split
+        start, end = self.split.start, self.split.end
+        with open(file, "rb") as f:
+            f.seek(start)
+            data = f.read(-1 if end < 0 else end - start)
+        rows, quarantine = self.collector.rows, self.collector.quarantine
         records, statuses = self.records, self.statuses
-        for file in self.split.files:
-            for batch in self._batches(file):
-                self.marks.append((len(records), file, batch.header.position))
-                if resolver is None:  # no transaction anywhere in this partition
-                    records.extend(batch.records)
-                    statuses.extend(["none"] * len(batch.records))
-                else:  # released records are located by the batch that released them
-                    for record, status in resolver.feed(batch):
-                        records.append(record)
-                        statuses.append(status if record.is_transactional else "none")
+        for run in self._runs(data, rows):
+            if isinstance(run, pa.RecordBatch):
+                if not quarantine:  # plain commits hold nothing to quarantine
+                    yield run
+                continue
+            for raw in self._batches(file, data, run.start, run.end):
+                self.marks.append((len(records), file, raw.header.position))
+                records.extend(raw.records)
+                statuses.extend(["none"] * len(raw.records))
                 if len(records) >= BATCH_RECORDS:
                     yield from self._flush(codec, canonical)
                     records, statuses = self.records, self.statuses
-        if resolver is not None:
-            self.marks.append((len(records), self.split.files[-1], -1))
-            for record, status in resolver.pending():
-                records.append(record)
-                statuses.append(status)
+        yield from self._flush(codec, canonical)
+
+    def _runs(self, data: bytes, rows: CanonicalRows) -> Iterator[pa.RecordBatch | Run]:
+        """Arrow batches of the plain offset commits, and the runs left for the record path."""
+        for run in runs(data):
+            if run.batches is None:
+                yield run
+            else:
+                yield from decode_run(data, run, self.split.partition, rows)
+
+    def _read_transactional(self, codec: Any, canonical: Any) -> Iterator[Any]:
+        """Whole files in order, records released by their transaction markers."""
+        from offsetwatch.decoder.segments import TransactionResolver
+
+        resolver = TransactionResolver()
+        records, statuses = self.records, self.statuses
+        for file in self.split.files:
+            with open(file, "rb") as f:
+                data = f.read()
+            for batch in self._batches(file, data, 0, len(data)):
+                self.marks.append((len(records), file, batch.header.position))
+                # released records are located by the batch that released them
+                for record, status in resolver.feed(batch):
+                    records.append(record)
+                    statuses.append(status if record.is_transactional else "none")
+                if len(records) >= BATCH_RECORDS:
+                    yield from self._flush(codec, canonical)
+                    records, statuses = self.records, self.statuses
+        self.marks.append((len(records), self.split.files[-1], -1))
+        for record, status in resolver.pending():
+            records.append(record)
+            statuses.append(status)
         yield from self._flush(codec, canonical)
 
     def _where(self, index: int) -> tuple[str, int]:
         mark = self.marks[bisect_right(self.marks, (index, "\uffff", 0)) - 1]
         return mark[1], mark[2]
 
-    def _batches(self, file: str) -> Iterator[Any]:
+    def _batches(self, file: str, data: bytes, start: int, end: int) -> Iterator[Any]:
+        """The record path over data[start:end] (data: the split's bytes)."""
         from offsetwatch.decoder.errors import DecodeError
         from offsetwatch.decoder.segments import SegmentReader as BatchReader
 
@@ -238,11 +280,13 @@ class _SplitReader:
         def bad_batch(error: DecodeError) -> None:
             collector.bad_input(file, error.byte_position, "bad_batch", str(error))
 
-        start, end = self.split.start, self.split.end
-        with open(file, "rb") as f:
-            f.seek(start)
-            data = f.read(-1 if end < 0 else end - start)
-        reader = BatchReader(data, verify_crc=False, base_position=start, on_error=bad_batch)
+        base = self.split.start
+        reader = BatchReader(
+            memoryview(data)[start:end],
+            verify_crc=False,
+            base_position=base + start,
+            on_error=bad_batch,
+        )
         try:
             for batch in reader:
                 header = batch.header
@@ -258,7 +302,7 @@ class _SplitReader:
         except DecodeError as error:
             collector.bad_input(file, error.byte_position, "bad_segment_tail", str(error))
         tail = reader.truncated_tail
-        if tail is not None and tail.reason != "zero padding" and end < 0:
+        if tail is not None and tail.reason != "zero padding" and self.split.end < 0:
             # a partial write at the end of the active segment: Kafka drops it on recovery
             collector.bad_input(file, tail.position, "truncated", tail.reason)
 
