@@ -10,7 +10,6 @@ from pyspark.sql.types import StructType
 
 from offsetwatch.spark_jobs.analytics.commit_buckets import (
     commit_buckets,
-    commit_events,
     life_spans,
 )
 from offsetwatch.spark_jobs.analytics.episodes import (
@@ -20,7 +19,6 @@ from offsetwatch.spark_jobs.analytics.episodes import (
     status_episodes,
 )
 from offsetwatch.spark_jobs.analytics.groups import group_liveness, group_stats, rebalance_storms
-from offsetwatch.spark_jobs.analytics.log_end_asof import prepare_samples
 from offsetwatch.spark_jobs.analytics.schemas import (
     GROUP_STATS_SCHEMA,
     TIMELINE_SCHEMA,
@@ -84,15 +82,13 @@ def analyze(
     tick = settings.tick_ms
     end_tick = int(end_ms + tick - 1) // tick * tick
 
-    events = commit_events(commits, group_events)
     # Materialized once: every analytic reads them, and the short lineage keeps the plans of
     # everything downstream small (planning the whole chain again costs seconds per action).
-    buckets = commit_buckets(events, tick).localCheckpoint(eager=True)
+    buckets = commit_buckets(commits, group_events, tick).localCheckpoint(eager=True)
     lives = life_spans(buckets)
-    samples = prepare_samples(log_ends, until)
     liveness = group_liveness(group_events, tick)
 
-    timeline = build_timeline(lives, buckets, samples, liveness, end_tick, settings)
+    timeline = build_timeline(buckets, log_ends, liveness, end_tick, settings)
     timeline = timeline.localCheckpoint(eager=True)
     storms = rebalance_storms(group_events, end_ms, settings)
     episodes = all_episodes(
