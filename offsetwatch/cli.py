@@ -8,8 +8,12 @@ record that could not be decoded), 2 usage or configuration error (nothing usefu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 from offsetwatch.commands import UsageError, registrars
@@ -57,7 +61,35 @@ def _silence_stdout() -> None:
         pass  # not a real file descriptor (tests capturing stdout)
 
 
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt while a command runs, whatever was inherited.
+
+    Python installs that handler only when SIGINT is not ignored at start, and a shell without
+    job control starts background commands (`cmd &` in a script) with SIGINT ignored:
+    `decode --follow`, `demo` and `spark stream` would then only stop when killed. A handler
+    set by a program that calls main() in-process is left alone.
+    """
+    inherited = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or inherited not in (
+        signal.SIG_IGN,
+        signal.SIG_DFL,
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
 def main(argv: list[str] | None = None) -> int:
+    with _interruptible():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
