@@ -15,7 +15,8 @@ Access logging goes to the `offsetwatch.exporter.http_server` logger at DEBUG, n
 Resources are bounded so that slow or many clients cannot exhaust the daemon:
 
 * a fixed pool of worker threads (`workers`) serves connections taken from a bounded queue
-  (`queue_size`); when the queue is full the connection gets an immediate 503 and is closed;
+  (`queue_size` connections waiting while every worker is busy); when the queue is full the
+  connection gets an immediate 503 and is closed;
 * every request (TLS handshake, request line and headers included) must arrive within
   `request_timeout` seconds in total, however slowly its bytes trickle in (slowloris), and an
   idle keep-alive connection is closed after the same time;
@@ -32,11 +33,11 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import queue
 import socket
 import ssl
 import threading
 import time
+from collections import deque
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Final
 from urllib.parse import unquote
@@ -125,8 +126,49 @@ class _DeadlineReader(io.RawIOBase):
         return self._sock.recv_into(buffer)
 
 
+class _Handoff:
+    """Accepted connections on their way to the workers: one is refused only when `size`
+    connections already wait for a busy worker. A plain bounded queue would also count the
+    connections that idle workers have not picked up yet, and refuse one while a worker is
+    idle whenever connections arrive faster than workers wake up (a burst, a loaded CPU)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: deque[tuple[socket.socket, Any] | None] = deque()
+        self._idle = 0
+        self._ready = threading.Condition()
+
+    def offer(self, item: tuple[socket.socket, Any]) -> bool:
+        with self._ready:
+            if len(self._items) >= self._size + self._idle:
+                return False
+            self._items.append(item)
+            self._ready.notify()
+            return True
+
+    def take(self) -> tuple[socket.socket, Any] | None:
+        """The next connection, waiting while there is none; None: the worker should stop."""
+        with self._ready:
+            self._idle += 1
+            while not self._items:
+                self._ready.wait()
+            self._idle -= 1
+            return self._items.popleft()
+
+    def waiting(self) -> int:
+        """Connections that no idle worker is about to take."""
+        with self._ready:
+            return max(0, len(self._items) - self._idle)
+
+    def stop(self, workers: int) -> None:
+        """Each worker stops once the connections already handed over are served."""
+        with self._ready:
+            self._items.extend([None] * workers)
+            self._ready.notify_all()
+
+
 class _Server(HTTPServer):
-    """HTTPServer with a fixed worker pool fed from a bounded queue of accepted connections."""
+    """HTTPServer with a fixed worker pool fed from a bounded handoff of accepted connections."""
 
     allow_reuse_address = True
     #: the listen backlog: socketserver's 5 drops SYNs (a 1 s client retry) under bursts
@@ -136,7 +178,7 @@ class _Server(HTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.app = app
-        self.pending: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(app.queue_size)
+        self.pending = _Handoff(app.queue_size)
         super().__init__(address, _Handler)
         self.workers = [
             threading.Thread(target=self._work, name=f"offsetwatch-http-worker-{i}", daemon=True)
@@ -146,9 +188,7 @@ class _Server(HTTPServer):
             worker.start()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        try:
-            self.pending.put_nowait((request, client_address))
-        except queue.Full:
+        if not self.pending.offer((request, client_address)):
             self.app.rejected += 1
             with contextlib.suppress(OSError):
                 if self.app.tls_context is None:
@@ -157,11 +197,11 @@ class _Server(HTTPServer):
             self.shutdown_request(request)
 
     def busy(self) -> bool:
-        return not self.pending.empty()
+        return self.pending.waiting() > 0
 
     def _work(self) -> None:
         while True:
-            item = self.pending.get()
+            item = self.pending.take()
             if item is None:
                 return
             request, client_address = item
@@ -190,8 +230,7 @@ class _Server(HTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        for _ in self.workers:
-            self.pending.put(None)
+        self.pending.stop(len(self.workers))
         for worker in self.workers:
             worker.join(1.0)
 
@@ -385,7 +424,7 @@ class ExporterHttpServer:
     @property
     def queued(self) -> int:
         """Accepted connections waiting for a worker."""
-        return 0 if self._server is None else self._server.pending.qsize()
+        return 0 if self._server is None else self._server.pending.waiting()
 
     @property
     def running(self) -> bool:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import bcrypt
 import pytest
@@ -25,6 +26,10 @@ from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
 from offsetwatch.exporter.web_config import WebConfig, WebConfigError, load_web_config
 from tests.exporter.test_http_server import ready_stats
 from tests.exporter.test_metrics import Holder, build, sample_state
+
+if TYPE_CHECKING:
+    from offsetwatch.exporter.snapshot import Snapshot
+    from offsetwatch.exporter.stats import PipelineStats
 
 PASSWORD = "s3cret-scrape"
 
@@ -329,24 +334,58 @@ def test_api_load_leaves_room_for_metrics() -> None:
     assert set(api_status) <= {200, 503}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="timing-dependent: the late connection was once served instead of refused in the "
-    "full suite; the bound itself is covered by the slow-client test: under investigation",
-)
+class HeldScrapes(Holder):
+    """A snapshot source that holds every /metrics request reading it until `release` is set:
+    the test, not a sleep or a timeout, decides how long the workers stay busy."""
+
+    def __init__(self) -> None:
+        super().__init__(build(sample_state()), ready_stats())
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def __call__(self) -> tuple[Snapshot, PipelineStats]:
+        self.entered.release()
+        self.release.wait()
+        return super().__call__()
+
+
+GET_METRICS = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
 def test_full_queue_gets_an_immediate_503() -> None:
-    server = start(workers=2, request_timeout=3.0, queue_size=1)
-    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+    source = HeldScrapes()
+    server = ExporterHttpServer(
+        SnapshotCollector(source, MetricsConfig()),
+        host="127.0.0.1",
+        port=0,
+        workers=2,
+        queue_size=1,
+    )
+    server.start()
+    address = ("127.0.0.1", server.port)
+    clients: list[socket.socket] = []
     try:
+        for _ in range(server.workers):
+            clients.append(socket.create_connection(address, timeout=30))
+            clients[-1].sendall(GET_METRICS)
+        for _ in range(server.workers):
+            assert source.entered.acquire(timeout=30)  # every worker is inside a scrape
+        clients.append(socket.create_connection(address, timeout=30))
         deadline = time.monotonic() + 30
         while server.queued < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)  # two idle connections hold the workers, one fills the queue
-        late = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        late.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.01)  # until the accepting thread has queued it
+        assert server.queued == 1
+        late = socket.create_connection(address, timeout=30)
+        clients.append(late)
+        late.sendall(GET_METRICS)
+        # answered while every worker is still held: refused on accept, not served later
         assert late.recv(1024).startswith(b"HTTP/1.1 503")
-        late.close()
-        assert server.rejected >= 1
+        assert server.rejected == 1
+        source.release.set()
+        for held in clients[: server.workers]:
+            assert held.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
-        for sock in idle:
+        source.release.set()
+        for sock in clients:
             sock.close()
         server.stop()
