@@ -3,8 +3,9 @@
 One run reads only the input files not compacted before (path, size and mtime are recorded in
 the lake), flattens the canonical records into `commits`, `group_events` and `log_ends`
 (spark_jobs/lake_flatten.py), drops records already in the lake (the archive is
-at-least-once: the key is the record's `__consumer_offsets` position, within the run and
-against the touched date partitions of the lake), stages the Parquet files and publishes them
+at-least-once: within the run its copies are equal rows, dropped by one `distinct` of the
+input; against the touched date partitions of the lake the key is the record's
+`__consumer_offsets` position), stages the Parquet files and publishes them
 with one atomic commit (spark_jobs/lake_store.py). A rerun with no new input is a no-op; a
 crash leaves the lake as before the run or as after it, never in between.
 """
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from offsetwatch.spark_jobs import lake_schema as ls
@@ -54,6 +54,8 @@ DEDUPE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     ls.LOG_ENDS: ("topic", "partition", "sampled_at_ms"),
 }
 FILE_SOURCES: Final = ("archive", "segments")
+#: the staged, deduplicated input of a run (never published)
+_INPUT: Final = "_input"
 
 
 def stderr_progress(line: str) -> None:
@@ -219,19 +221,16 @@ def compact_input(
     `new_files`: records, and bad input with `bad` set)."""
     result = result or CompactResult(new_files=len(new_files))
     run = lake.new_run()
-    # every table and the quarantine read the input: read it once
-    lake_input = lake_input.persist(StorageLevel.MEMORY_AND_DISK)
-    records = lake_input.where(F.col(BAD_COLUMN).isNull()).drop(BAD_COLUMN)
     try:
+        staged = _stage_input(spark, run, lake_input, result, progress)
+        records = staged.where(F.col(BAD_COLUMN).isNull()).drop(BAD_COLUMN)
         tables = {
             ls.COMMITS: flatten_commits(records),
-            ls.LOG_ENDS: flatten_log_ends(records),
+            ls.LOG_ENDS: flatten_log_ends(records).dropDuplicates(list(DEDUPE_KEYS[ls.LOG_ENDS])),
         }
         for table, rows in tables.items():
             started = time.monotonic()
-            deduped = without_lake_rows(
-                spark, lake, table, rows.dropDuplicates(list(DEDUPE_KEYS[table]))
-            )
+            deduped = without_lake_rows(spark, lake, table, rows)
             result.rows[table] = _stage(run, table, deduped.select(*_columns(table)))
             result.stages[table] = time.monotonic() - started
             progress(f"{table}: {result.rows[table]:,} new rows in {result.stages[table]:.1f} s")
@@ -243,7 +242,7 @@ def compact_input(
             f"{ls.GROUP_EVENTS}: {events:,} new rows in {result.stages[ls.GROUP_EVENTS]:.1f} s"
         )
         started = time.monotonic()
-        quarantine = lake_input.where(F.col(BAD_COLUMN).isNotNull()).select(f"{BAD_COLUMN}.*")
+        quarantine = staged.where(F.col(BAD_COLUMN).isNotNull()).select(f"{BAD_COLUMN}.*")
         result.quarantined = _stage_quarantine(run, quarantine)
         seconds = result.stages[ls.QUARANTINE] = time.monotonic() - started
         bad = sum(result.quarantined.values())
@@ -260,13 +259,27 @@ def compact_input(
     except BaseException:
         run.abandon()
         raise
-    finally:
-        lake_input.unpersist()
     # past this point a failure is finished by the next run's recovery, not abandoned
     published = run.commit((*ls.LAKE_TABLES, ls.QUARANTINE), next_manifest)
     result.run_id = run.run_id
     progress(f"committed run {run.run_id}: {published} files published")
     return result
+
+
+def _stage_input(
+    spark: SparkSession, run: Run, lake_input: DataFrame, result: CompactResult, progress: Progress
+) -> DataFrame:
+    """The input read once, deduplicated, kept in the run's staging as Parquet: every table
+    and the quarantine read it. Copies in an at-least-once archive are equal rows (one
+    `__consumer_offsets` position is one record), so a hash `distinct` dedupes every table
+    at once, and Parquet costs less to write than Spark's in-memory cache to build."""
+    started = time.monotonic()
+    target = run.staged_table(_INPUT)
+    lake_input.distinct().write.parquet(str(target))
+    staged = spark.read.schema(lake_input.schema).parquet(str(target))
+    seconds = result.stages[_INPUT] = time.monotonic() - started
+    progress(f"input read and deduplicated in {seconds:.1f} s")
+    return staged
 
 
 def _columns(table: str) -> list[str]:
