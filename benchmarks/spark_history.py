@@ -4,8 +4,8 @@
 
 Prints, on local[2]:
 * compact of a JSON-lines archive of N offset commits (plus log-end samples): total time and
-  rows/s per phase (read = parse + flatten, dedupe = + drop duplicates, write = the rest of
-  the job: Parquet, group events, commit), beside the baseline a first version would be
+  rows/s per phase (read = parse + flatten, dedupe = + the distinct of the input, write = the
+  rest of the job: Parquet, group events, commit), beside the baseline a first version would be
   (Spark's JSON schema inference, same flatten / dedupe / write);
 * compact of the same records as Avro container files (a smaller N, stated) and of the real
   1,000,000-record Kafka 4.0 segment of ../shared/bench (segments source);
@@ -151,21 +151,15 @@ def bench_jsonl(spark: Any, work: Path, archive: Path, records: int) -> Path:
 
     from offsetwatch.spark_jobs.compact import compact
     from offsetwatch.spark_jobs.lake_flatten import flatten_commits
-    from offsetwatch.spark_jobs.reader import read_records
+    from offsetwatch.spark_jobs.reader import read_lake_input
 
-    def flattened() -> Any:
-        return flatten_commits(read_records(spark, "archive", str(archive)))
+    def lake_input() -> Any:
+        return read_lake_input(spark, "archive", str(archive))
 
-    read_s = _timed(lambda: flattened().write.format("noop").mode("overwrite").save())
-    dedupe_s = _timed(
-        lambda: (
-            flattened()
-            .dropDuplicates(["source_partition", "source_offset"])
-            .write.format("noop")
-            .mode("overwrite")
-            .save()
-        )
+    read_s = _timed(
+        lambda: flatten_commits(lake_input()).write.format("noop").mode("overwrite").save()
     )
+    dedupe_s = _timed(lambda: lake_input().distinct().write.format("noop").mode("overwrite").save())
     lake = work / "lake-jsonl"
     shutil.rmtree(lake, ignore_errors=True)
     total_s = _timed(lambda: compact(spark, "archive", lake, archive, progress=_progress))
