@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from offsetwatch.spark_jobs.analytics.commit_buckets import (
+    INVISIBLE_TXN,
     commit_buckets,
     life_spans,
 )
@@ -45,10 +46,19 @@ def _conform(frame: DataFrame, schema: StructType) -> DataFrame:
     return frame.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
-def data_end_ms(commits: DataFrame, log_ends: DataFrame, group_events: DataFrame) -> int | None:
-    """The latest event time in the three tables (None when all are empty)."""
+def data_end_ms(
+    buckets: DataFrame, commits: DataFrame, log_ends: DataFrame, group_events: DataFrame
+) -> int | None:
+    """The latest event time in the three tables (None when all are empty). The commit
+    buckets hold every visible commit and reset; of the raw commits only the invisible
+    transactional ones are read again (Parquet statistics skip nearly all of them)."""
     latest = (
-        commits.select(F.max(F.coalesce("commit_ts", "record_ts")).alias("t"))
+        buckets.select(F.greatest(F.max("last.ts"), F.max("reset_ms")).alias("t"))
+        .unionByName(
+            commits.filter(F.col("txn").isin(*INVISIBLE_TXN)).select(
+                F.max(F.coalesce("commit_ts", "record_ts")).alias("t")
+            )
+        )
         .unionByName(log_ends.select(F.max("sampled_at_ms").alias("t")))
         .unionByName(group_events.select(F.max("ts").alias("t")))
         .agg(F.max("t"))
@@ -76,15 +86,14 @@ def analyze(
         commits = commits.filter(F.coalesce("commit_ts", "record_ts") <= until)
         group_events = group_events.filter(F.col("ts") <= until)
         log_ends = log_ends.filter(F.col("sampled_at_ms") <= until)
-    end_ms = until if until is not None else data_end_ms(commits, log_ends, group_events)
-    if end_ms is None:
-        end_ms = 0
     tick = settings.tick_ms
-    end_tick = int(end_ms + tick - 1) // tick * tick
-
     # Materialized once: every analytic reads them, and the short lineage keeps the plans of
     # everything downstream small (planning the whole chain again costs seconds per action).
     buckets = commit_buckets(commits, group_events, tick).localCheckpoint(eager=True)
+    end_ms = until if until is not None else data_end_ms(buckets, commits, log_ends, group_events)
+    if end_ms is None:
+        end_ms = 0
+    end_tick = int(end_ms + tick - 1) // tick * tick
     lives = life_spans(buckets)
     liveness = group_liveness(group_events, tick)
 

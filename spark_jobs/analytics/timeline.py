@@ -97,8 +97,10 @@ def commit_and_lag(
 
 def with_liveness(ticks: DataFrame, liveness: DataFrame) -> DataFrame:
     """group_is_live at each tick from the group's liveness intervals (not live without any)."""
+    # broadcast: a row per group and tick with events is small beside the ticks, and the
+    # ticks keep their partitioning by topic-partition for the episode detectors
     live = ticks.alias("t").join(
-        liveness.alias("l"),
+        F.broadcast(liveness).alias("l"),
         (F.col("t.group") == F.col("l.group"))
         & (F.col("t.tick_ms") >= F.col("l.from_ms"))
         & (F.col("l.to_ms").isNull() | (F.col("t.tick_ms") < F.col("l.to_ms"))),
