@@ -17,6 +17,7 @@ from offsetwatch.spark_jobs.streaming import (
     archive_stream,
     kafka_stream,
     start_stream,
+    warm_up,
 )
 from tests.kafka_fixtures import produce_raw
 from tests.spark_jobs.stream_data import minutes, publish
@@ -99,3 +100,16 @@ def test_stream_over_the_republished_topic(spark: SparkSession, tmp_path: Path) 
         assert query.exception() is None
     stalls = [a for a in _ledger(alerts_dir) if a["name"] == "OffsetwatchConsumerStalled"]
     assert [(a["group"], a["active"]) for a in stalls] == [("stuck", True)]
+
+
+def test_warm_up_touches_nothing_of_the_stream(spark: SparkSession, tmp_path: Path) -> None:
+    """The warm-up runs a batch's work in a scratch directory: the stream's checkpoint and
+    alert ledger stay empty, and the stream then emits as without it."""
+    settings = StreamSettings(str(tmp_path / "checkpoint"), str(tmp_path / "alerts"))
+    warm_up(spark, settings)
+    assert not (tmp_path / "checkpoint").exists()
+    assert not (tmp_path / "alerts").exists()
+    archive = tmp_path / "archive"
+    publish(archive, minutes(T0, 0, 25, stuck_until=40), 0)
+    _run(spark, archive, settings)
+    assert {a["name"] for a in _ledger(tmp_path / "alerts")} >= {"OffsetwatchConsumerStalled"}

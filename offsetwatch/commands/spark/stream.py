@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         archive_stream,
         kafka_stream,
         start_stream,
+        warm_up,
     )
 
     checkpoint = Path(args.checkpoint)
@@ -176,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         options["topic"] = args.topic
         options["startingOffsets"] = args.starting_offsets
         records = kafka_stream(spark, options)
+    if not args.available_now:
+        print("stream: warming up (one micro-batch on a made-up history)", file=sys.stderr)
+        warm_up(spark, settings)
     query = start_stream(records, settings, sinks, available_now=args.available_now)
     try:
         # batches run only when input arrives: re-send active alerts between them
