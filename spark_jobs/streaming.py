@@ -17,7 +17,9 @@ Each micro-batch (`AlertBatch`, run by foreachBatch on the driver) does, under
    (`<alerts_dir>/batch-<id>.jsonl`, written atomically) are the ledger, so a batch Spark runs
    again after a crash writes the same file again and a restart from the checkpoint neither
    repeats nor loses an alert;
-4. hand them to the sinks: Alertmanager (through its persistent outbox) and Kafka.
+4. hand them to the sinks: Alertmanager (through its persistent outbox) and Kafka;
+5. drop the state no later batch reads (parts older than the history, superseded group
+   states), so the state stays the size of `history_ms` however long the stream runs.
 
 `warm_up` runs that work once on a made-up history before the query starts, so that the first
 real batch does not also pay for code generation and the Python workers' start.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
@@ -72,6 +75,26 @@ _TABLES: Final = {
     ls.GROUP_EVENTS: ls.GROUP_EVENTS_SCHEMA,
 }
 _GROUP_STATE: Final = "group_state"
+#: the event-time column of each table
+_TIME: Final = {ls.COMMITS: "record_ts", ls.LOG_ENDS: "sampled_at_ms", ls.GROUP_EVENTS: "ts"}
+#: per batch, the latest event time of each table's part (what pruning decides on)
+_LATEST: Final = "latest"
+
+
+def _write_latest(path: str, times: Mapping[str, int | None]) -> None:
+    target = Path(path)
+    target.mkdir(parents=True, exist_ok=True)
+    temp = target / ".times.json.tmp"
+    temp.write_text(json.dumps(times), encoding="utf-8")
+    os.replace(temp, target / "times.json")
+
+
+def _read_latest(path: Path) -> dict[str, int | None]:
+    try:
+        times = json.loads((path / "times.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a batch cut short before it: keep its parts
+        return {}
+    return {str(k): v for k, v in times.items() if v is None or isinstance(v, int)}
 
 
 def archive_stream(spark: SparkSession, directory: str) -> DataFrame:
@@ -198,6 +221,7 @@ class AlertBatch:
         # crash in between repeats this batch rather than losing its alerts
         self.sinks.emit(fresh)
         write_ledger(alerts_dir, batch_id, fresh)
+        self._prune(batch_id)
 
     def _batch_path(self, table: str, batch_id: int) -> str:
         return str(self.state_dir / table / f"batch={batch_id}")
@@ -216,8 +240,55 @@ class AlertBatch:
                 rows.write.mode("overwrite").parquet(self._batch_path(table, batch_id))
             merged = states if prior is None else _latest_states(prior, states)
             merged.write.mode("overwrite").parquet(self._batch_path(_GROUP_STATE, batch_id))
+            _write_latest(self._batch_path(_LATEST, batch_id), self._latest_times(spark, batch_id))
         finally:
             batch.unpersist()
+
+    def _latest_times(self, spark: SparkSession, batch_id: int) -> dict[str, int | None]:
+        """The latest event time each table's part of this batch holds."""
+        out: dict[str, int | None] = {}
+        for table in _TABLES:
+            path = self._batch_path(table, batch_id)
+            latest = spark.read.schema(_TABLES[table]).parquet(path).agg(F.max(_TIME[table]))
+            row = latest.first()
+            out[table] = None if row is None or row[0] is None else int(row[0])
+        return out
+
+    def _prune(self, batch_id: int) -> None:
+        """Drop the state no later batch reads: a batch's table part whose rows are all older
+        than the history any batch looks at (the newest event time only grows), and group
+        states older than the newest one before this batch (a re-run of this batch starts
+        from that one). Without this the state, and each batch's listing, grows forever."""
+        latest: dict[str, int] = {}
+        parts = sorted(
+            (int(p.name.removeprefix("batch=")), _read_latest(p))
+            for p in (self.state_dir / _LATEST).glob("batch=*")
+        )
+        for _, times in parts:
+            for table, value in times.items():
+                if value is not None:
+                    latest[table] = max(latest.get(table, value), value)
+        for earlier, times in parts:
+            if earlier >= batch_id:
+                continue
+            for table, value in times.items():
+                horizon = latest.get(table)
+                old = value is None or (
+                    horizon is not None and value < horizon - self.settings.history_ms
+                )
+                if old:
+                    shutil.rmtree(self._batch_path(table, earlier), ignore_errors=True)
+        states = sorted(
+            int(p.name.removeprefix("batch="))
+            for p in (self.state_dir / _GROUP_STATE).glob("batch=*")
+        )
+        before = [b for b in states if b < batch_id]
+        for earlier in before[:-1]:
+            shutil.rmtree(self._batch_path(_GROUP_STATE, earlier), ignore_errors=True)
+        for earlier, _ in parts:
+            gone = not any(Path(self._batch_path(t, earlier)).exists() for t in _TABLES)
+            if earlier < batch_id and gone:
+                shutil.rmtree(self._batch_path(_LATEST, earlier), ignore_errors=True)
 
     def _prior_group_states(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         for earlier in range(batch_id - 1, -1, -1):
@@ -230,14 +301,16 @@ class AlertBatch:
         schema = _TABLES[table]
         root = self.state_dir / table
         paths = [
-            str(root / f"batch={b}") for b in range(batch_id + 1) if (root / f"batch={b}").is_dir()
+            str(p)
+            for p in root.glob("batch=*")
+            if p.is_dir() and int(p.name.removeprefix("batch=")) <= batch_id
         ]
         rows = (
             spark.read.schema(schema).parquet(*paths)
             if paths
             else spark.createDataFrame([], schema)
         )
-        time_column = {ls.COMMITS: "record_ts", ls.LOG_ENDS: "sampled_at_ms"}.get(table, "ts")
+        time_column = _TIME[table]
         latest = rows.agg(F.max(time_column)).first()
         if latest is None or latest[0] is None:
             return rows

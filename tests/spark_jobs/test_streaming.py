@@ -113,3 +113,24 @@ def test_warm_up_touches_nothing_of_the_stream(spark: SparkSession, tmp_path: Pa
     publish(archive, minutes(T0, 0, 25, stuck_until=40), 0)
     _run(spark, archive, settings)
     assert {a["name"] for a in _ledger(tmp_path / "alerts")} >= {"OffsetwatchConsumerStalled"}
+
+
+def test_state_older_than_the_history_is_pruned(spark: SparkSession, tmp_path: Path) -> None:
+    """Three batches an hour of event time apart with a 30-minute history: the first batch's
+    parts are dropped once nothing reads them, group states keep the newest ones only, and
+    the alerts are those of a stream that kept everything."""
+    archive, alerts_dir = tmp_path / "archive", tmp_path / "alerts"
+    settings = StreamSettings(str(tmp_path / "checkpoint"), str(alerts_dir), history_ms=30 * 60_000)
+    state = tmp_path / "checkpoint" / "offsetwatch"
+    for step in range(3):
+        start = 60 * step
+        publish(archive, minutes(T0, start, start + 25, stuck_until=start + 40), step)
+        _run(spark, archive, settings)
+    assert not (state / "commits" / "batch=0").exists()
+    assert (state / "commits" / "batch=2").exists()
+    assert sorted(p.name for p in (state / "group_state").iterdir()) == ["batch=1", "batch=2"]
+    assert not (state / "latest" / "batch=0").exists()
+    stalls = [a for a in _ledger(alerts_dir) if a["name"] == "OffsetwatchConsumerStalled"]
+    assert stalls and all(
+        n == 1 for n in Counter((a["alert_id"], a["active"]) for a in stalls).values()
+    )
