@@ -29,6 +29,7 @@ from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.spark_jobs.schema import CanonicalRows
 from offsetwatch.spark_jobs.sources.kafka_columns import CommitColumns, is_plain_commit
 from offsetwatch.spark_jobs.sources.kafka_options import Format
+from offsetwatch.spark_jobs.sources.segment_columns import decode_messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,17 @@ class MessageDecoder:
         return Decoding(None, good, bad)
 
     def _decode_raw(self, messages: list[Message]) -> Decoding:
+        plain, rest = decode_messages(messages, self.rows)
+        if not rest:
+            return Decoding(plain, [], [])
+        decoded = self._decode_records([messages[i] for i in rest] if plain else messages)
+        if plain is None or decoded.commits is None:
+            return Decoding(plain or decoded.commits, decoded.records, decoded.rejected)
+        both = pa.concat_batches([plain, decoded.commits])
+        return Decoding(both, decoded.records, decoded.rejected)
+
+    def _decode_records(self, messages: list[Message]) -> Decoding:
+        """Record by record: the decoder's records, commits then columns read off them."""
         bad: list[Rejected] = []
         try:
             records = self._codec.decode_many(messages)

@@ -100,8 +100,20 @@ def _fetch(
     next_offset = offsets.start
     quiet_since = time.monotonic()
     while next_offset < end:
-        batch: list[RawMessage] = []
-        for message in consumer.consume(num_messages=_CONSUME_BATCH, timeout=_POLL_S):
+        messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=_POLL_S)
+        if messages and _all_before(messages, end):
+            # the usual consume() result: in one comprehension, no per-message branches
+            # (messages without an error have offsets)
+            batch = cast(
+                list[RawMessage],
+                [(m.key(), m.value(), partition, m.offset(), m.timestamp()[1]) for m in messages],
+            )
+            quiet_since = time.monotonic()
+            next_offset = batch[-1][3] + 1
+            yield batch
+            continue
+        batch = []
+        for message in messages:
             error = message.error()
             if error is not None:
                 next_offset = _on_error(consumer, options, offsets, message, error, next_offset)
@@ -124,6 +136,11 @@ def _fetch(
                 f"{options.poll_timeout_ms} ms at offset {next_offset} (range ends at {end}); "
                 "is the cluster reachable? (option kafkaConsumer.pollTimeoutMs)"
             )
+
+
+def _all_before(messages: list[Message], end: int) -> bool:
+    """No error event among the messages, and the last (so every one) before `end`."""
+    return all(m.error() is None for m in messages) and cast(int, messages[-1].offset()) < end
 
 
 def _on_error(

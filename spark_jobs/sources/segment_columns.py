@@ -19,7 +19,7 @@ stays off.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -29,6 +29,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
+from offsetwatch.decoder.codec import Message
 from offsetwatch.decoder.layout import Kind, field_layouts
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -157,7 +158,7 @@ def decode_run(
             if columns is None:  # some text is not UTF-8: rare enough to read it all slowly
                 yield Run(run.start, run.end, None)
             else:
-                yield _batch(rows, columns, partition)
+                yield _batch(rows, columns, partition, "none")
             return
     if not good.any():
         yield Run(run.start, run.end, None)
@@ -166,6 +167,49 @@ def decode_run(
         part = [b for _, b in batches]
         sub = Run(part[0][0] - _HEADER_SIZE, part[-1][1], tuple(part) if ok else None)
         yield from decode_run(data, sub, partition, rows) if ok else (sub,)
+
+
+def decode_messages(
+    messages: Sequence[Message], rows: CanonicalRows
+) -> tuple[pa.RecordBatch | None, list[int]]:
+    """Kafka messages (key, value, partition, offset, timestamp): the plain offset commits
+    among them as one Arrow batch (None if none), and the indexes of the others, for the
+    record path."""
+    n = len(messages)
+    if not _COMPATIBLE or not n:
+        return None, list(range(n))
+    keys, values, partitions, offsets, timestamps = zip(*messages, strict=True)
+    key_len = np.fromiter((-1 if k is None else len(k) for k in keys), np.int64, n)
+    value_len = np.fromiter((-1 if v is None else len(v) for v in values), np.int64, n)
+    key_bytes, value_bytes = np.maximum(key_len, 0), np.maximum(value_len, 0)
+    key_pos = np.cumsum(key_bytes) - key_bytes
+    value_pos = np.cumsum(value_bytes) - value_bytes + int(key_bytes.sum())
+    data = b"".join(k for k in keys if k is not None) + b"".join(v for v in values if v)
+    if not data:
+        return None, list(range(n))
+    a = np.frombuffer(data, np.uint8)
+    framed = _Framed(
+        None,
+        None,
+        np.array(offsets, np.int64),
+        np.array(timestamps, np.int64),
+        key_pos,
+        key_len,
+        value_pos,
+        value_len,
+    )
+    good = (key_len >= 0) & _check(a, framed)
+    rest = np.flatnonzero(~good).tolist()
+    if rest:
+        if len(rest) == n:
+            return None, rest
+        chosen = np.flatnonzero(good)
+        framed = _Framed(None, None, *(getattr(framed, f)[chosen] for f in _PER_RECORD))
+    columns = _columns(a, framed)
+    if columns is None:  # some text is not UTF-8
+        return None, list(range(n))
+    partition = np.array(partitions, np.int64)
+    return _batch(rows, columns, partition[good] if rest else partition, None), rest
 
 
 @dataclass(slots=True)
@@ -179,6 +223,9 @@ class _Framed:
     key_len: Any
     value_pos: Any
     value_len: Any
+
+
+_PER_RECORD: Final = ("offset", "timestamp", "key_pos", "key_len", "value_pos", "value_len")
 
 
 def _varint(a: Any, p: Any, last: int) -> tuple[Any, Any, Any]:
@@ -379,7 +426,11 @@ def _struct(kind: pa.StructType, children: dict[str, Any], n: int, mask: Any) ->
     )
 
 
-def _batch(rows: CanonicalRows, columns: dict[str, Any], partition: int) -> pa.RecordBatch:
+def _batch(
+    rows: CanonicalRows, columns: dict[str, Any], partition: Any, txn: str | None
+) -> pa.RecordBatch:
+    """The batch of `rows`' schema; `txn`: "none" in segments (known not transactional),
+    null from Kafka (not known)."""
     schema = rows.arrow
     n = len(columns["offset"])
     tombstone = columns["tombstone"]
@@ -388,8 +439,8 @@ def _batch(rows: CanonicalRows, columns: dict[str, Any], partition: int) -> pa.R
         **columns,
         "type": pa.array(np.where(columns["key_type"] == 0, names[0], names[1]), pa.string()),
         "newer_version": np.zeros(n, np.bool_),
-        "partition": np.full(n, partition, np.int64),
-        TXN_COLUMN: pa.repeat(pa.scalar("none", pa.string()), n),
+        "partition": np.broadcast_to(np.asarray(partition, np.int64), (n,)),
+        TXN_COLUMN: pa.repeat(pa.scalar(txn, pa.string()), n),
     }
     arrays = []
     for field in schema:
