@@ -103,7 +103,7 @@ def test_compact_and_analyze_on_a_cluster_equal_local_mode(
     ]
     # the stuck group stalls (and its lag in seconds breaks the SLO); the healthy one has none
     assert {e["group"] for e in episodes} == {"stuck"}
-    assert "stall" in {e["kind"] for e in episodes}
+    assert {e["kind"] for e in episodes} == {"stall", "lag_slo"}
 
 
 CLUSTER_READ = textwrap.dedent(
