@@ -17,20 +17,18 @@ output of `offsetwatch decode --format json`); `offsets_at` is the DataFrame fun
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pyspark.sql import functions as F
 
+from offsetwatch.instants import epoch_or_iso_ms
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.lake_store import BOOKKEEPING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_EPOCH_MS: Final = re.compile(r"^\d{1,15}$")
 _NOT_COMMITTED: Final = ("aborted", "pending")
 
 
@@ -47,18 +45,12 @@ class UnknownGroupError(LookupError):
 
 def parse_time(text: str) -> int:
     """Epoch milliseconds of `text`: epoch ms digits, or ISO 8601 (no zone means UTC)."""
-    text = text.strip()
-    if _EPOCH_MS.match(text):
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return epoch_or_iso_ms(text)
     except ValueError:
         raise ValueError(
             f"time {text!r}: give ISO 8601 (2026-11-21T08:00:00Z) or epoch milliseconds"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def committed_at(commits: DataFrame, group_events: DataFrame | None, time_ms: int) -> DataFrame:

@@ -15,7 +15,6 @@ import re
 import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -26,6 +25,7 @@ from offsetwatch.commands import (
     kafka_properties_from_env,
     option_env_names,
 )
+from offsetwatch.instants import epoch_or_iso_ms
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -140,19 +140,13 @@ def parse_start(text: str) -> StartPosition:
         return StartPosition("beginning")
     if lowered in ("end", "latest"):
         return StartPosition("end")
-    if lowered.isdigit():
-        return StartPosition("timestamp", int(lowered))
     try:
-        moment = datetime.fromisoformat(text.strip())
+        return StartPosition("timestamp", epoch_or_iso_ms(text))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a start position: use beginning, end, an ISO-8601 time like "
             "2026-11-20T09:00:00Z (UTC unless it has an offset), or epoch milliseconds"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    return StartPosition("timestamp", (moment - epoch) // timedelta(milliseconds=1))
 
 
 def parse_property(text: str) -> tuple[str, str]:

@@ -4,9 +4,9 @@ Duration.parse reads them: PnDTnHnMn.nS, plus weeks)."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Final
 
+from offsetwatch.instants import iso_epoch_ms
 from offsetwatch.offset_ops.model import OffsetOpsError
 
 _DURATION: Final = re.compile(
@@ -20,14 +20,11 @@ _UNIT_MS: Final = {"w": 604_800_000, "d": 86_400_000, "h": 3_600_000, "m": 60_00
 def parse_datetime_ms(text: str) -> int:
     """`2026-11-20T09:00:00Z`, `2026-11-20T09:00:00.250+01:00`; UTC when no offset is given."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
+        return iso_epoch_ms(text)
     except ValueError:
         raise OffsetOpsError(
             f"--to-datetime {text!r}: expected an ISO 8601 time like 2026-11-20T09:00:00Z"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
 
 
 def parse_duration_ms(text: str) -> int:

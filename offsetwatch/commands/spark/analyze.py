@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from offsetwatch.commands import UsageError, apply_env_defaults
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.instants import iso_epoch_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,15 +65,12 @@ def parse_instant(text: str, now_ms: int) -> int:
     if relative is not None:
         return now_ms - int(relative.group(1)) * _UNIT_MS[relative.group(2).lower()]
     try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
+        return iso_epoch_ms(text)
     except ValueError:
         raise ValueError(
             f"{text!r}: give ISO 8601 (2026-11-24T08:00:00Z), epoch ms, or a time before now "
             "(24h, 90m, 7d)"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
 
 
 def register(subparsers: Subparsers) -> argparse.ArgumentParser:
