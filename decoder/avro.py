@@ -47,6 +47,7 @@ from typing import IO, Any, Final
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
+from offsetwatch.decoder.canonical import is_valid_utf8, scrub_text
 from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -347,25 +348,15 @@ def _strip_tags(plan: _Plan, record: dict[str, Any]) -> None:
                 _strip_tags(child, item)
 
 
-def _valid_utf8(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _has_bad_text(plan: _Plan, record: dict[str, Any]) -> bool:
     """Some text of the record cannot be written as Avro (UTF-8) as it is."""
     for name in plan.texts:
         text = record.get(name)
-        if text is not None and not _valid_utf8(text):
+        if text is not None and not is_valid_utf8(text):
             return True
     for name in plan.text_lists:
         items = record.get(name)
-        if items and not all(_valid_utf8(text) for text in items):
+        if items and not all(is_valid_utf8(text) for text in items):
             return True
     for name, child in plan.structs:
         sub = record.get(name)
@@ -376,27 +367,6 @@ def _has_bad_text(plan: _Plan, record: dict[str, Any]) -> bool:
         if items and any(_has_bad_text(child, item) for item in items):
             return True
     return False
-
-
-def _replace_surrogates(text: str) -> str:
-    """Text as Avro can hold it: invalid UTF-8 kept as surrogate escapes becomes U+FFFD."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # lone surrogates that never were bytes
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-
-
-def _scrub(value: Any) -> Any:
-    """A copy of a (tuple-notation) Avro dict with every text valid UTF-8."""
-    if isinstance(value, str):
-        return value if _valid_utf8(value) else _replace_surrogates(value)
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_scrub(v) for v in value)
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,11 +475,11 @@ class AvroCodec:
         branch = self._branches[canonical["type"]]
         value = canonical["value"]
         bad = (
-            (canonical["group"] is not None and not _valid_utf8(canonical["group"]))
+            (canonical["group"] is not None and not is_valid_utf8(canonical["group"]))
             or _has_bad_text(branch.key_plan, canonical["key"])
             or (value is not None and _has_bad_text(self._plans_by_name[avro["value"][0]], value))
         )
-        return _scrub(avro) if bad else avro
+        return scrub_text(avro) if bad else avro
 
     # -- schemaless bodies ------------------------------------------------------------------
 
@@ -522,7 +492,7 @@ class AvroCodec:
             except UnicodeEncodeError:  # text kept from invalid UTF-8: rare, so retried
                 out.seek(start)
                 out.truncate()
-                fastavro.schemaless_writer(out, self._parsed, _scrub(avro))
+                fastavro.schemaless_writer(out, self._parsed, scrub_text(avro))
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as error:
             raise AvroError(f"{_where(canonical)}: cannot write as Avro: {error}") from error
 

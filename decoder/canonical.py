@@ -167,3 +167,36 @@ def dumps(obj: Any) -> str:
         except UnicodeEncodeError:
             text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return text
+
+
+def is_valid_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (no surrogate escapes of bad bytes)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def replace_surrogates(text: str) -> str:
+    """Text as UTF-8 sinks hold it: bytes kept as surrogate escapes become U+FFFD, as in
+    `dumps` (and as Kafka's own tools print them)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # lone surrogates that never were bytes
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def scrub_text(value: Any) -> Any:
+    """A copy of a dict / list / tuple tree with every text valid UTF-8 (`replace_surrogates`)."""
+    if isinstance(value, str):
+        return value if is_valid_utf8(value) else replace_surrogates(value)
+    if isinstance(value, dict):
+        return {k: scrub_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_text(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(scrub_text(v) for v in value)
+    return value

@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from offsetwatch.decoder.avro import NAMESPACE, avro_schema
-from offsetwatch.decoder.canonical import dumps
+from offsetwatch.decoder.canonical import dumps, scrub_text
 
 _PRIMITIVES: Final[Mapping[str, DataType]] = {
     "int": IntegerType(),
@@ -198,34 +198,6 @@ def _text(kind: DataType, value: Any) -> Any:
     return dumps(value)
 
 
-def _scrub(value: Any) -> Any:
-    """A copy with every text valid UTF-8 (surrogate escapes of bad bytes -> U+FFFD)."""
-    if isinstance(value, str):
-        return value if _is_utf8(value) else _replace_surrogates(value)
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def _replace_surrogates(text: str) -> str:
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # lone surrogates that never were bytes
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-
-
-def _is_utf8(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 #: the fields to rewrite as text: name -> the clashing field's type, or a deeper plan
 _Plan = dict[str, "_Plan | DataType"]
 
@@ -333,7 +305,7 @@ class CanonicalRows:
 
     def to_row(self, canonical: dict[str, Any]) -> tuple[Any, ...]:
         """One canonical dict as a tuple in `struct` order (for `createDataFrame`)."""
-        row = _row(self.struct, _scrub(self.prepare(canonical)))
+        row = _row(self.struct, scrub_text(self.prepare(canonical)))
         assert isinstance(row, tuple)
         return row
 
@@ -343,4 +315,4 @@ class CanonicalRows:
         try:
             return pa.RecordBatch.from_pylist(prepared, schema=self.arrow)
         except UnicodeEncodeError:  # invalid UTF-8 kept by the decoder: rare, so retried
-            return pa.RecordBatch.from_pylist([_scrub(p) for p in prepared], schema=self.arrow)
+            return pa.RecordBatch.from_pylist([scrub_text(p) for p in prepared], schema=self.arrow)
