@@ -51,7 +51,7 @@ class Nullable:
         return pa.array(self.values, mask=~self.valid)
 
 
-def _col(table: pa.Table, name: str) -> Nullable:
+def column_of(table: pa.Table, name: str) -> Nullable:
     column = table.column(name)
     return Nullable(
         np.asarray(column.fill_null(0).to_numpy(), dtype=np.int64),
@@ -106,8 +106,8 @@ def _lives(buckets: pa.Table, tick_ms: int, end_tick_ms: int) -> tuple[_Lives, I
     life_of_row = np.empty(len(g), dtype=np.int64)
     life_of_row[order] = np.cumsum(new) - 1
     n_lives = len(starts)
-    first_ts = _col(buckets, "first_ts")
-    reset = _col(buckets, "reset_ms")
+    first_ts = column_of(buckets, "first_ts")
+    reset = column_of(buckets, "reset_ms")
     first_commit = np.full(n_lives, np.iinfo(np.int64).max)
     np.minimum.at(first_commit, life_of_row[first_ts.valid], first_ts.values[first_ts.valid])
     has_commit = np.zeros(n_lives, dtype=bool)
@@ -214,14 +214,17 @@ def sweep(
     n_at = np.zeros(rows, dtype=np.int64)
     np.add.at(n, grid_row[inside], n_b[inside])
     np.add.at(n_at, grid_row[inside & on_tick], n_b[inside & on_tick])
-    rewind = _col(buckets, "rewind_ms")
+    rewind = column_of(buckets, "rewind_ms")
     rewind_ms = np.full(rows, _MIN)
     has_rewind = inside & rewind.valid
     np.maximum.at(rewind_ms, grid_row[has_rewind], rewind.values[has_rewind])
 
-    first_ts, first_so = _col(buckets, "first_ts"), _col(buckets, "first_so")
-    last_ts, last_so = _col(buckets, "last_ts"), _col(buckets, "last_so")
-    first_offset, last_offset = _col(buckets, "first_offset"), _col(buckets, "last_offset")
+    first_ts, first_so = column_of(buckets, "first_ts"), column_of(buckets, "first_so")
+    last_ts, last_so = column_of(buckets, "last_ts"), column_of(buckets, "last_so")
+    first_offset, last_offset = (
+        column_of(buckets, "first_offset"),
+        column_of(buckets, "last_offset"),
+    )
     has_first = inside & first_ts.valid
     earliest = (first_ts.values, first_so.values)
     first_row = _first_per(grid_row, rows, earliest, has_first)

@@ -10,63 +10,66 @@ not listed; the timeline covers them.
 
 from __future__ import annotations
 
-from functools import reduce
+from typing import Final
 
-from pyspark.sql import DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType
 
-from offsetwatch.spark_jobs.analytics.commit_buckets import KEY, floor_to
+from offsetwatch.spark_jobs.analytics.commit_buckets import KEY
+from offsetwatch.spark_jobs.analytics.log_end_asof import TP
+from offsetwatch.spark_jobs.analytics.windows_sweep import sweep
+from offsetwatch.spark_jobs.lake_schema import struct_of
 
-
-def _windows_of(buckets: DataFrame, size_ms: int) -> DataFrame:
-    return (
-        buckets.groupBy(*KEY, floor_to(F.col("bucket_ms"), size_ms).alias("window_start_ms"))
-        .agg(
-            F.sum("n").alias("commits"),
-            F.min("first").alias("_first"),
-            F.max("last").alias("_last"),
-            F.sum("interval_sum_ms").alias("_interval_sum"),
-            F.sum("interval_n").alias("_interval_n"),
-            F.min("interval_min_ms").alias("interval_min_ms"),
-            F.max("interval_max_ms").alias("interval_max_ms"),
-        )
-        .withColumn("window_ms", F.lit(size_ms).cast("long"))
-    )
+WINDOWS_SWEEP_SCHEMA: Final = struct_of(
+    ("group", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("window_ms", LongType(), False),
+    ("window_start_ms", LongType(), False),
+    ("commits", LongType(), False),
+    ("first_offset", LongType(), True),
+    ("last_offset", LongType(), True),
+    ("offset_progress", LongType(), True),
+    ("consumption_rate", DoubleType(), False),
+    ("interval_avg_ms", DoubleType(), True),
+    ("interval_min_ms", LongType(), True),
+    ("interval_max_ms", LongType(), True),
+    ("lag", LongType(), True),
+    ("lag_seconds", DoubleType(), True),
+)
+_EMPTY: Final = to_arrow_schema(WINDOWS_SWEEP_SCHEMA).empty_table()
 
 
 def window_stats(buckets: DataFrame, timeline: DataFrame, sizes_ms: tuple[int, ...]) -> DataFrame:
-    """WINDOWS_SCHEMA rows for every window size."""
-    windows = reduce(DataFrame.unionByName, [_windows_of(buckets, size) for size in sizes_ms])
-    by_window = Window.partitionBy(*KEY, "window_ms").orderBy("window_start_ms")
-    previous_last = F.lag("_last.offset").over(by_window)
-    progress = F.col("_last.offset") - F.coalesce(previous_last, F.col("_first.offset"))
-    at_end = timeline.select(
+    """WINDOWS_SCHEMA rows for every window size: windows_sweep.sweep per topic-partition
+    (aggregates over struct columns, a window function and a join with the timeline cost
+    four shuffles here)."""
+    flat = buckets.select(
         *KEY,
-        F.col("tick_ms").alias("_end"),
-        F.col("lag"),
-        F.col("lag_seconds"),
+        "bucket_ms",
+        "n",
+        *(
+            F.col(f"{point}.{field}").alias(f"{point}_{alias}")
+            for point in ("first", "last")
+            for field, alias in (("ts", "ts"), ("source_offset", "so"), ("offset", "offset"))
+        ),
+        "interval_sum_ms",
+        "interval_n",
+        "interval_min_ms",
+        "interval_max_ms",
     )
-    windows = windows.withColumn("_end", F.col("window_start_ms") + F.col("window_ms"))
+    ticks = timeline.select(*KEY, "tick_ms", "lag", "lag_seconds")
+
+    def per_partition(partition_buckets: pa.Table, partition_ticks: pa.Table) -> pa.Table:
+        if partition_buckets.num_rows == 0:
+            return _EMPTY
+        return sweep(partition_buckets, partition_ticks, sizes_ms)
+
     return (
-        windows.withColumn("offset_progress", progress)
-        .join(at_end, [*KEY, "_end"], "left")
-        .select(
-            *KEY,
-            "window_ms",
-            "window_start_ms",
-            F.col("commits").cast("long").alias("commits"),
-            F.col("_first.offset").alias("first_offset"),
-            F.col("_last.offset").alias("last_offset"),
-            "offset_progress",
-            (
-                F.greatest(F.col("offset_progress"), F.lit(0)) * F.lit(1000.0) / F.col("window_ms")
-            ).alias("consumption_rate"),
-            F.when(F.col("_interval_n") > 0, F.col("_interval_sum") / F.col("_interval_n")).alias(
-                "interval_avg_ms"
-            ),
-            "interval_min_ms",
-            "interval_max_ms",
-            "lag",
-            "lag_seconds",
-        )
+        flat.groupBy(*TP)
+        .cogroup(ticks.groupBy(*TP))
+        .applyInArrow(per_partition, WINDOWS_SWEEP_SCHEMA)
     )
