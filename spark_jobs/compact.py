@@ -54,8 +54,9 @@ DEDUPE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     ls.LOG_ENDS: ("topic", "partition", "sampled_at_ms"),
 }
 FILE_SOURCES: Final = ("archive", "segments")
-#: the staged, deduplicated input of a run (never published)
-_INPUT: Final = "_input"
+#: the staged, deduplicated input of a run (never published; not a hidden name, which
+#: Spark warns about when it is read)
+_INPUT: Final = "input"
 
 
 def stderr_progress(line: str) -> None:
