@@ -30,6 +30,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/lag_history.py
 	$(BIN)/python benchmarks/offset_ops.py
 	$(BIN)/python benchmarks/spark_sources.py
+	$(BIN)/python benchmarks/spark_kafka_source.py
+	$(BIN)/python benchmarks/spark_history.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
