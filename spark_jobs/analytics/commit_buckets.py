@@ -29,6 +29,8 @@ from offsetwatch.spark_jobs.lake_schema import struct_of
 #: transactional commits that never became visible to the group
 INVISIBLE_TXN: Final = ("aborted", "pending")
 KEY: Final = ("group", "topic", "partition")
+#: a topic-partition: what log-end samples are keyed by
+TP: Final = ("topic", "partition")
 LIFE_KEY: Final = (*KEY, "life")
 
 _POINT: Final = struct_of(

@@ -21,8 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, DoubleType, IntegerType, LongType, StringType
 
-from offsetwatch.spark_jobs.analytics.commit_buckets import KEY
-from offsetwatch.spark_jobs.analytics.log_end_asof import TP
+from offsetwatch.spark_jobs.analytics.commit_buckets import KEY, TP
 from offsetwatch.spark_jobs.analytics.settings import AnalyticsSettings
 from offsetwatch.spark_jobs.analytics.status_rules import status_column
 from offsetwatch.spark_jobs.analytics.timeline_sweep import sweep

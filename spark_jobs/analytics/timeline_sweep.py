@@ -5,8 +5,16 @@ Spark groups buckets and samples by (topic, partition) and hands each pair over 
 tables (`applyInArrow`); here the tick grid of every life, the commit state at each tick
 (running values, the status window as a k-row frame), the as-of log end and the lag in
 seconds (binary searches in the samples) are array operations over all the partition's
-lives at once. Definitions: timeline.py and log_end_asof.py; both must keep agreeing
-(tests/spark_jobs/analytics/test_timeline_sweep.py runs the same ticks through both).
+lives at once.
+
+Same definitions as the exporter (exporter/lag.py, docs/status-rules.md "Lag in seconds"):
+the log end at a tick is the last sample at or before it; lag in seconds is the tick minus
+the append time of the message at the committed offset, interpolated between the last sample
+with log end <= committed and the first with log end > committed (the k-th of n messages in
+a gap lands at k/(n+1) of it), never extrapolated, 0.0 when caught up, and a lower bound when
+the message predates the first sample. A falling log end (recreated or truncated topic) starts
+a new *epoch*: offsets before and after are unrelated, as when the exporter clears its history.
+tests/spark_jobs/analytics/test_timeline_sweep.py checks every tick against exporter/lag.py.
 """
 
 from __future__ import annotations
@@ -143,7 +151,7 @@ def _lives(buckets: pa.Table, tick_ms: int, end_tick_ms: int) -> tuple[_Lives, I
 
 @dataclass(frozen=True, slots=True)
 class _Samples:
-    """One partition's samples by time (log_end_asof.prepare_samples)."""
+    """One partition's samples by time, with the epoch each belongs to."""
 
     ts: Ints
     log_end: Ints
@@ -281,7 +289,7 @@ def sweep(
         ),
     )
 
-    # the log end as of each tick and the lag in seconds (log_end_asof.with_log_end)
+    # the log end as of each tick and the lag in seconds (module doc)
     samples = _samples(samples_table)
     sample = np.searchsorted(samples.ts, tick, side="right") - 1
     has_sample = sample >= 0

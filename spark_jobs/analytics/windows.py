@@ -18,8 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType
 
-from offsetwatch.spark_jobs.analytics.commit_buckets import KEY
-from offsetwatch.spark_jobs.analytics.log_end_asof import TP
+from offsetwatch.spark_jobs.analytics.commit_buckets import KEY, TP
 from offsetwatch.spark_jobs.analytics.windows_sweep import sweep
 from offsetwatch.spark_jobs.lake_schema import struct_of
 
