@@ -31,16 +31,6 @@ WINDOW_COLUMNS: Final = (
     "now_ms",
 )
 
-STATUS_NAMES: Final = {status.value: status.name for status in Status}
-
-
-def status_name_column(status: Column) -> Column:
-    """The status value as its name (OK, WARN, ...)."""
-    expr = F.lit(None).cast("string")
-    for value, name in STATUS_NAMES.items():
-        expr = F.when(status == value, F.lit(name)).otherwise(expr)
-    return expr
-
 
 def status_column(cfg: StatusConfig) -> Column:
     """`evaluate_partition` over the WINDOW_COLUMNS of each row, as an int column."""
