@@ -19,7 +19,10 @@ Each micro-batch (`AlertBatch`, run by foreachBatch on the driver) does, under
    repeats nor loses an alert;
 4. hand them to the sinks: Alertmanager (through its persistent outbox) and Kafka;
 5. drop the state no later batch reads (parts older than the history, superseded group
-   states), so the state stays the size of `history_ms` however long the stream runs.
+   states), so the state stays the size of `history_ms` however long the stream runs, and
+   fold the earlier ledger files into `.ledger-index.json` (alerts that ended before the
+   history are dropped from it), so a batch reads the index and the newest files rather
+   than every file ever written; the files stay (they are also the JSON-lines alert sink).
 
 `warm_up` runs that work once on a made-up history before the query starts, so that the first
 real batch does not also pay for code generation and the Python workers' start.
@@ -40,7 +43,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql import functions as F
 
@@ -69,6 +72,8 @@ if TYPE_CHECKING:
 ARCHIVE_GLOB: Final = "date=*/hour=*/*.jsonl*"
 EVENT_TIME: Final = "event_time"
 _LEDGER_NAME: Final = re.compile(r"batch-(\d+)\.jsonl")
+#: hidden, so that globs of the alert files (a JSON-lines sink) do not see it
+_INDEX_NAME: Final = ".ledger-index.json"
 _TABLES: Final = {
     ls.COMMITS: ls.COMMITS_SCHEMA,
     ls.LOG_ENDS: ls.LOG_ENDS_SCHEMA,
@@ -157,19 +162,77 @@ class StreamSettings:
     alerts: AlertSettings = field(default_factory=AlertSettings)
 
 
-def emitted_before(alerts_dir: Path, batch_id: int) -> dict[str, bool]:
-    """alert id -> whether its end was emitted, from the ledger files of earlier batches."""
-    emitted: dict[str, bool] = {}
-    if not alerts_dir.is_dir():
-        return emitted
-    for path in sorted(alerts_dir.iterdir()):
+@dataclass(slots=True)
+class LedgerIndex:
+    """What the ledger files of batches up to `upto` say, kept small: alert id -> [end
+    emitted, ends_at]. Without it every batch re-read every earlier batch's file (one a
+    batch, for ever); with it a batch reads the index and the files written since."""
+
+    upto: int = -1
+    alerts: dict[str, list[Any]] = field(default_factory=dict)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        known = self.alerts.get(row["alert_id"], [False, None])
+        ended = bool(known[0]) or not row["active"]
+        self.alerts[row["alert_id"]] = [ended, row.get("ends_at") if ended else None]
+
+    @staticmethod
+    def read(alerts_dir: Path) -> LedgerIndex:
+        try:
+            data = json.loads((alerts_dir / _INDEX_NAME).read_text(encoding="utf-8"))
+            return LedgerIndex(int(data["upto"]), dict(data["alerts"]))
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: rebuild
+            return LedgerIndex()
+
+    def write(self, alerts_dir: Path) -> None:
+        temp = alerts_dir / f"{_INDEX_NAME}.tmp"
+        temp.write_text(json.dumps({"upto": self.upto, "alerts": self.alerts}), encoding="utf-8")
+        os.replace(temp, alerts_dir / _INDEX_NAME)
+
+
+def _ledger_files(alerts_dir: Path, after: int, before: int) -> list[tuple[int, Path]]:
+    """(batch id, path) of the ledger files of batches after < id < before, in order."""
+    found = []
+    for path in alerts_dir.iterdir():
         match = _LEDGER_NAME.fullmatch(path.name)
-        if match is None or int(match.group(1)) >= batch_id:
-            continue
+        if match is not None and after < int(match.group(1)) < before:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _with_files(index: LedgerIndex, alerts_dir: Path, before: int) -> LedgerIndex:
+    """`index` plus the ledger files it does not cover yet, up to batch `before` (excluded)."""
+    out = LedgerIndex(index.upto, {k: list(v) for k, v in index.alerts.items()})
+    for batch, path in _ledger_files(alerts_dir, index.upto, before):
         for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            emitted[row["alert_id"]] = emitted.get(row["alert_id"], False) or not row["active"]
-    return emitted
+            out.add(json.loads(line))
+        out.upto = batch
+    return out
+
+
+def emitted_before(alerts_dir: Path, batch_id: int) -> dict[str, bool]:
+    """alert id -> whether its end was emitted, from the ledger of earlier batches (the index
+    and the files written after it)."""
+    if not alerts_dir.is_dir():
+        return {}
+    index = LedgerIndex.read(alerts_dir)
+    if index.upto >= batch_id:  # an index ahead of this batch cannot say what preceded it
+        index = LedgerIndex()
+    return {k: bool(v[0]) for k, v in _with_files(index, alerts_dir, batch_id).alerts.items()}
+
+
+def update_ledger_index(alerts_dir: Path, batch_id: int, horizon_ms: int | None) -> None:
+    """Fold the ledger files before `batch_id` into the index (never this batch's: a re-run
+    of it must still see what preceded it), dropping alerts that ended before `horizon_ms`:
+    their episodes lie outside the history every later batch reads, so they never recur."""
+    index = _with_files(LedgerIndex.read(alerts_dir), alerts_dir, batch_id)
+    if horizon_ms is not None:
+        index.alerts = {
+            k: v
+            for k, v in index.alerts.items()
+            if not (v[0] and v[1] is not None and v[1] < horizon_ms)
+        }
+    index.write(alerts_dir)
 
 
 def new_alerts(alerts: Iterable[Alert], emitted: Mapping[str, bool]) -> list[Alert]:
@@ -221,7 +284,9 @@ class AlertBatch:
         # crash in between repeats this batch rather than losing its alerts
         self.sinks.emit(fresh)
         write_ledger(alerts_dir, batch_id, fresh)
-        self._prune(batch_id)
+        latest = self._prune(batch_id)
+        horizon = None if latest is None else latest - self.settings.history_ms
+        update_ledger_index(alerts_dir, batch_id, horizon)
 
     def _batch_path(self, table: str, batch_id: int) -> str:
         return str(self.state_dir / table / f"batch={batch_id}")
@@ -254,11 +319,12 @@ class AlertBatch:
             out[table] = None if row is None or row[0] is None else int(row[0])
         return out
 
-    def _prune(self, batch_id: int) -> None:
+    def _prune(self, batch_id: int) -> int | None:
         """Drop the state no later batch reads: a batch's table part whose rows are all older
         than the history any batch looks at (the newest event time only grows), and group
         states older than the newest one before this batch (a re-run of this batch starts
-        from that one). Without this the state, and each batch's listing, grows forever."""
+        from that one). Without this the state, and each batch's listing, grows forever.
+        Returns the newest event time the state holds (None when it holds none)."""
         latest: dict[str, int] = {}
         parts = sorted(
             (int(p.name.removeprefix("batch=")), _read_latest(p))
@@ -289,6 +355,7 @@ class AlertBatch:
             gone = not any(Path(self._batch_path(t, earlier)).exists() for t in _TABLES)
             if earlier < batch_id and gone:
                 shutil.rmtree(self._batch_path(_LATEST, earlier), ignore_errors=True)
+        return max(latest.values(), default=None)
 
     def _prior_group_states(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         for earlier in range(batch_id - 1, -1, -1):
