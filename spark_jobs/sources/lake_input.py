@@ -58,6 +58,18 @@ def lake_input_struct() -> StructType:
     return StructType([*pruned_struct(records_struct()).fields, StructField(BAD_COLUMN, bad, True)])
 
 
+def _field_names(name: str) -> tuple[str, ...]:
+    kind = lake_input_struct()[name].dataType
+    assert isinstance(kind, StructType)
+    return tuple(kind.fieldNames())
+
+
+#: the fields of the narrow key and value structs (read once: pyarrow's field lookups cost
+#: more than the copying)
+_KEY_NAMES: Final = _field_names("key")
+_VALUE_NAMES: Final = _field_names("value")
+
+
 def _json_text(value: Any) -> str | None:
     """`value` as Spark's `to_json` writes a struct: null fields left out, bytes as base64."""
     return None if value is None else dumps(_without_nulls(value))
@@ -100,12 +112,8 @@ class LakeCollector:
         row = {name: canonical.get(name) for name in _PARSED[:6]}
         row["txn"] = canonical.get("txn")
         key, value = canonical.get("key") or {}, canonical.get("value") or {}
-        for name, part in (("key", key), ("value", value)):
-            struct = self.arrow.field(name).type
-            row[name] = {
-                struct.field(i).name: part.get(struct.field(i).name)
-                for i in range(struct.num_fields)
-            }
+        row["key"] = {name: key.get(name) for name in _KEY_NAMES}
+        row["value"] = {name: value.get(name) for name in _VALUE_NAMES}
         if is_group:
             prepared = self.rows.prepare(canonical)
             row["key_json"] = _json_text(prepared.get("key"))
