@@ -596,6 +596,11 @@ class AvroCodec:
             write(target)
         return count
 
+    def writes_like(self, writer_schema: Any) -> bool:
+        """Whether a container file's writer schema is this codec's own (its records need no
+        resolution)."""
+        return bool(to_parsing_canonical_form(writer_schema) == self._canonical_form)
+
     def read_container(self, source: str | PathLike[str] | IO[bytes]) -> Iterator[dict[str, Any]]:
         """The canonical dicts of an Avro container file written with this (or an older,
         compatible) schema: records are resolved to this codec's schema."""
@@ -609,7 +614,7 @@ class AvroCodec:
         start = data.tell() if data.seekable() else None
         try:
             reader = fastavro.reader(data)
-            if to_parsing_canonical_form(reader.writer_schema) != self._canonical_form:
+            if not self.writes_like(reader.writer_schema):
                 # written with another schema: resolve every record to ours (slower)
                 if start is None:
                     raise AvroError(

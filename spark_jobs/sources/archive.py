@@ -16,13 +16,15 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
+import fastavro
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from offsetwatch.decoder.avro import AvroCodec
 from offsetwatch.spark_jobs.sources import (
     OUTPUT_QUARANTINE,
     Collector,
@@ -191,9 +193,32 @@ def _header_end(data: bytes) -> int:
     return position
 
 
-def read_avro(file: str, collector: Sink) -> Iterator[Any]:
-    from offsetwatch.decoder.avro import AvroCodec
+def _read_avro_blocks(
+    data: bytes, file: str, collector: Sink, codec: AvroCodec
+) -> Generator[Any, None, int]:
+    """The fast way through a container file: one fastavro block reader (the header parsed
+    once, not once a block). Returns where it stopped: the end of the data, the first block
+    it could not read, or the first block when the file's schema is not the codec's own; the
+    careful block-by-block loop of `read_avro` goes on from there."""
+    start = _header_end(data)
+    position = start
+    try:
+        blocks = fastavro.block_reader(io.BytesIO(data))
+        if not codec.writes_like(blocks.writer_schema):
+            return start
+        for block in blocks:
+            records = [codec.from_avro_dict(cast(dict[str, Any], r)) for r in block]  # all or none
+            for record in records:
+                collector.add(record, file, block.offset)
+            position = block.offset + block.size
+            if collector.full:
+                yield from collector.drain()
+    except Exception:
+        pass
+    return position
 
+
+def read_avro(file: str, collector: Sink) -> Iterator[Any]:
     data = Path(file).read_bytes()
     try:
         start = _header_end(data)
@@ -203,7 +228,7 @@ def read_avro(file: str, collector: Sink) -> Iterator[Any]:
         return
     header, sync = data[:start], data[start - _SYNC_SIZE : start]
     codec = AvroCodec()
-    position = start
+    position = yield from _read_avro_blocks(data, file, collector, codec)
     while position < len(data):
         try:
             count, body = _read_long(data, position)
