@@ -198,8 +198,7 @@ def read_jsonl_lake(file: str, collector: LakeCollector) -> Iterator[pa.RecordBa
                     lines = block.split(b"\n")
                     slow: Iterable[int] = range(len(lines))
                 else:
-                    table, slow = fast
-                    lines = block.split(b"\n") if slow else []
+                    table, slow, lines = fast
                     if table.num_rows:
                         yield from _lake_batches(table, collector.arrow)
                 yield from _careful(file, first, lines, slow, collector)
@@ -225,10 +224,11 @@ def _careful(
             yield from collector.drain()
 
 
-def _parse_block(block: bytes, schema: pa.Schema) -> tuple[pa.Table, list[int]] | None:
+def _parse_block(block: bytes, schema: pa.Schema) -> tuple[pa.Table, list[int], list[bytes]] | None:
     """(the block's offset commits and log-end samples as parsed columns, indexes of the
-    lines of its group records), or None when Arrow refuses a line, a line lacks a required
-    field, or rows and lines do not pair up (a blank line, two objects on a line)."""
+    lines of its group records, the block's lines when it has any), or None when Arrow
+    refuses a line, a line lacks a required field, or rows and lines do not pair up (a blank
+    line, two objects on a line)."""
     try:
         table = pj.read_json(
             io.BytesIO(block),
@@ -247,9 +247,10 @@ def _parse_block(block: bytes, schema: pa.Schema) -> tuple[pa.Table, list[int]] 
             return None
     kinds = table.column("type")
     group_rows = pc.indices_nonzero(pc.is_in(kinds, value_set=_GROUP_TYPES)).to_pylist()
-    if group_rows and not _paired(block.split(b"\n"), table, group_rows):
+    lines = block.split(b"\n") if group_rows else []
+    if group_rows and not _paired(lines, table, group_rows):
         return None
-    return table.filter(pc.is_in(kinds, value_set=_FAST_TYPES)), group_rows
+    return table.filter(pc.is_in(kinds, value_set=_FAST_TYPES)), group_rows, lines
 
 
 def _paired(lines: list[bytes], table: pa.Table, rows: list[int]) -> bool:
