@@ -1,0 +1,109 @@
+"""Replacing a file so that a crash leaves the old content or the new, never a mix.
+
+The content goes to a temporary file beside the target (the same file system, so the rename
+is atomic), is fsynced, renamed over the target, and then the directory is fsynced so the
+rename itself survives a power loss. Temporary names are hidden (`.NAME.PID.NS.tmp`): Spark,
+Hive and Hadoop skip dot files, and a concurrent writer of the same target never shares one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Final, Literal, overload
+
+_TMP_SUFFIX: Final = ".tmp"
+
+
+def fsync_directory(directory: Path) -> None:
+    """Persist a directory's entries (after os.replace); a no-op where directories cannot
+    be opened (Windows)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
+
+
+def _is_temp_of(candidate: Path, target: Path) -> bool:
+    """Whether `candidate` is a temporary file `atomic_write` made for `target`."""
+    return (
+        candidate.parent == target.parent
+        and candidate.name.startswith(_temp_prefix(target))
+        and candidate.name.endswith(_TMP_SUFFIX)
+    )
+
+
+def _remove_stale_temps(target: Path, keep: Path) -> None:
+    """Temporary files of `target` left by a writer that was killed mid-write."""
+    try:
+        leftovers = [p for p in target.parent.iterdir() if p != keep and _is_temp_of(p, target)]
+    except OSError:
+        return
+    for leftover in leftovers:
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+@overload
+def atomic_write(
+    target: str | os.PathLike[str], mode: Literal["wb"] = "wb"
+) -> contextlib.AbstractContextManager[IO[bytes]]: ...
+
+
+@overload
+def atomic_write(
+    target: str | os.PathLike[str], mode: Literal["w"]
+) -> contextlib.AbstractContextManager[IO[str]]: ...
+
+
+def atomic_write(
+    target: str | os.PathLike[str], mode: Literal["w", "wb"] = "wb"
+) -> contextlib.AbstractContextManager[IO[Any]]:
+    """`with atomic_write(path, "w") as out: out.write(...)`: `path` gets the new content when
+    the block ends without an exception, and is left as it was (no temporary file either)
+    when it raises. Text mode is UTF-8."""
+    return _atomic_write(Path(target), mode)
+
+
+@contextlib.contextmanager
+def _atomic_write(target: Path, mode: Literal["w", "wb"]) -> Iterator[IO[bytes] | IO[str]]:
+    temp = target.with_name(
+        f"{_temp_prefix(target)}{os.getpid()}.{time.monotonic_ns()}{_TMP_SUFFIX}"
+    )
+    try:
+        out: IO[bytes] | IO[str]
+        with open(temp, "x", encoding="utf-8") if mode == "w" else open(temp, "xb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    fsync_directory(target.parent)
+    _remove_stale_temps(target, temp)
+
+
+def write_bytes_atomic(target: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_write(target) as out:
+        out.write(data)
+
+
+def write_text_atomic(target: str | os.PathLike[str], text: str) -> None:
+    with atomic_write(target, "w") as out:
+        out.write(text)
