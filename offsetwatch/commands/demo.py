@@ -90,7 +90,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def _status_name(value: int) -> str:
-    from offsetwatch.exporter.status import Status
+    from offsetwatch.core.status import Status
 
     return Status(value).name
 

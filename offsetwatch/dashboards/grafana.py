@@ -17,7 +17,7 @@ DS: Final = "${DS_PROMETHEUS}"
 SCHEMA_VERSION: Final = 39
 GRID_WIDTH: Final = 24
 
-#: offsetwatch status values 0..5 (exporter/status.py) with their colours
+#: offsetwatch status values 0..5 (offsetwatch/core/status.py) with their colours
 STATUS_COLOURS: Final = (
     ("OK", "green"),
     ("WARN", "yellow"),

@@ -1,7 +1,7 @@
 """Spark analytics over the history lake: status timeline, windows, group stats, episodes.
 
 Pure DataFrame -> DataFrame functions over the lake tables (lake_schema.py), with the
-exporter's status rules and thresholds (exporter/status.py) so the history and the live
+exporter's status rules and thresholds (offsetwatch/core/status.py) so the history and the live
 exporter agree. `analyze` is the entry point.
 """
 

@@ -26,7 +26,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from offsetwatch.exporter.status import Status
+from offsetwatch.core.status import Status
 from offsetwatch.spark_jobs.analytics.commit_buckets import KEY, LIFE_KEY, floor_to
 from offsetwatch.spark_jobs.analytics.settings import AnalyticsSettings
 from offsetwatch.spark_jobs.lake_schema import EPISODES_SCHEMA

@@ -13,7 +13,7 @@ from typing import Final
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from offsetwatch.exporter.status import Status
+from offsetwatch.core.status import Status
 from offsetwatch.spark_jobs.analytics.commit_buckets import ceil_to
 from offsetwatch.spark_jobs.analytics.settings import AnalyticsSettings
 

@@ -12,11 +12,11 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from offsetwatch.exporter.status import Status
+from offsetwatch.core.status import Status
 from offsetwatch.spark_jobs.lake_schema import struct_of
 
 #: One row per (group, topic, partition) and tick: what the exporter's status evaluation sees
-#: at that instant and its verdict (status: exporter.status.Status value).
+#: at that instant and its verdict (status: offsetwatch.core.status.Status value).
 TIMELINE_SCHEMA: Final = struct_of(
     ("group", StringType(), False),
     ("topic", StringType(), False),

@@ -1,15 +1,16 @@
 """Tunables of the Spark analytics; the status rules and their thresholds are the exporter's.
 
-`status` is the exporter's own `StatusConfig` (exporter/status.py, docs/status-rules.md), so a
-history replayed here gets the statuses the live exporter would have shown. The other
-thresholds (lag SLO, rebalance storms, commit-rate anomalies) exist only in the analytics.
+`status` is the exporter's own `StatusConfig` (offsetwatch/core/status.py,
+docs/status-rules.md), so a history replayed here gets the statuses the live exporter would
+have shown. The other thresholds (lag SLO, rebalance storms, commit-rate anomalies) exist
+only in the analytics.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offsetwatch.exporter.status import DEFAULT_STATUS_CONFIG, StatusConfig
+from offsetwatch.core.status import DEFAULT_STATUS_CONFIG, StatusConfig
 
 DEFAULT_WINDOW_SIZES_MS = (60_000, 300_000, 3_600_000)
 

@@ -1,4 +1,4 @@
-"""The exporter's status rules (exporter/status.py) as one Spark column expression.
+"""The exporter's status rules (offsetwatch/core/status.py) as one Spark column expression.
 
 `evaluate_partition` decides one partition at a time in Python; over a history of millions
 of evaluation ticks that would be a Python UDF, so the same rules are written here with
@@ -14,7 +14,7 @@ from typing import Final
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from offsetwatch.exporter.status import Status, StatusConfig
+from offsetwatch.core.status import Status, StatusConfig
 
 #: the columns `status_column` reads, named like `PartitionWindow`'s fields, plus `now_ms`
 WINDOW_COLUMNS: Final = (

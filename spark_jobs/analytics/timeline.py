@@ -1,6 +1,6 @@
 """The status timeline: every (group, topic, partition) evaluated at every tick of its lives.
 
-A tick row holds what `exporter.status.PartitionWindow` holds at that instant, computed from
+A tick row holds what `offsetwatch.core.status.PartitionWindow` holds at that instant, computed from
 the whole history with the definitions of docs/status-rules.md (a sliding window of
 `status.window_ms` ending at the tick), then the status from the exporter's rules. Ticks run
 from a life's first commit to the end of the data, or to just before the reset (offset
