@@ -60,6 +60,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:  # tests.kafka_fixtures (run as a script, benchmarks/ is path[0])
     sys.path.insert(0, str(REPO))
 
+from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.decoder.codec import Codec  # noqa: E402
 from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
@@ -76,7 +77,6 @@ from offsetwatch.mock_cluster import MockCluster  # noqa: E402
 from offsetwatch.record_factory import Member, RecordFactory  # noqa: E402
 from tests.kafka_fixtures import produce_raw  # noqa: E402
 
-OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_PARTITIONS = 50
 MOCK_PARTITION_LIMIT = 150_000
 BATCH = 50_000  # what Exporter.step asks the source for

@@ -32,6 +32,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
+from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.mock_cluster import MockCluster  # noqa: E402
 from offsetwatch.record_factory import Member, RecordFactory  # noqa: E402
 from offsetwatch.spark_jobs.schema import CanonicalRows  # noqa: E402
@@ -40,7 +41,7 @@ from offsetwatch.spark_jobs.sources.kafka_options import parse_options  # noqa: 
 from offsetwatch.spark_jobs.sources.kafka_ranges import OffsetRange  # noqa: E402
 from offsetwatch.spark_jobs.sources.kafka_read import read_range  # noqa: E402
 
-TOPIC = "__consumer_offsets"
+TOPIC = OFFSETS_TOPIC
 PARTITIONS = 4
 REPEATS = 3
 #: the mock keeps ~180k records per partition: stay well below

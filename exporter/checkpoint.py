@@ -12,8 +12,9 @@ offset + 1). At start it calls `load_checkpoint(path, expect=...)`:
   topic): log the message and rebuild from the beginning of the topic, exactly as without a
   checkpoint. The bad file is left alone and replaced by the next successful save.
 
-Saving is atomic: the file is written to a temporary file in the same directory, flushed and
-fsynced, renamed over the previous checkpoint (`os.replace`), then the directory is fsynced.
+Saving is atomic (offsetwatch.core.atomic): the file is written to a temporary file in the
+same directory, flushed and fsynced, renamed over the previous checkpoint (`os.replace`), then
+the directory is fsynced.
 A crash at any moment leaves either the previous checkpoint or the new one, never a mix; a
 temporary file left behind by a crash is ignored by `load_checkpoint` and removed by the next
 save. One writer per checkpoint path.
@@ -69,10 +70,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from offsetwatch.core.atomic import atomic_write
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter.durable import fsync_directory
 from offsetwatch.exporter.state import (
     ApplyCounters,
     GroupState,
@@ -107,7 +109,6 @@ COLUMNS: Final = (
 _ITEMSIZES: Final = {"B": 1, "q": 8, "i": 4}
 _SECTIONS: Final = ("directory", *(name for name, _ in COLUMNS), "records")
 _SWAP: Final = sys.byteorder != "little"
-_TMP_SUFFIX: Final = ".tmp"
 
 
 class CheckpointError(Exception):
@@ -131,7 +132,7 @@ class CheckpointMeta:
     missing on either side. `created_ms` is filled in by `save_checkpoint` when 0.
     """
 
-    topic: str = "__consumer_offsets"
+    topic: str = OFFSETS_TOPIC
     cluster_id: str | None = None
     bootstrap_fingerprint: str | None = None
     created_ms: int = 0
@@ -278,25 +279,6 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _temp_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
-def _remove_stale_temps(path: Path, keep: Path) -> None:
-    prefix = _temp_prefix(path)
-    try:
-        leftovers = [
-            p
-            for p in path.parent.iterdir()
-            if p.name.startswith(prefix) and p.name.endswith(_TMP_SUFFIX) and p != keep
-        ]
-    except OSError:
-        return
-    for leftover in leftovers:
-        with contextlib.suppress(OSError):
-            leftover.unlink()
-
-
 def save_checkpoint(
     path: str | os.PathLike[str],
     state: OffsetState,
@@ -354,24 +336,11 @@ def save_checkpoint(
         zlib.crc32(header_bytes),
         body_crc,
     )
-    temp = target.with_name(
-        f"{_temp_prefix(target)}{os.getpid()}.{time.monotonic_ns()}{_TMP_SUFFIX}"
-    )
-    try:
-        with open(temp, "xb") as out:
-            out.write(preamble)
-            out.write(header_bytes)
-            for name in _SECTIONS:
-                out.write(sections[name])
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    fsync_directory(target.parent)
-    _remove_stale_temps(target, temp)
+    with atomic_write(target) as out:
+        out.write(preamble)
+        out.write(header_bytes)
+        for name in _SECTIONS:
+            out.write(sections[name])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,22 +1,7 @@
-"""Making a rename survive a crash: fsync of the directory that holds the renamed file."""
+"""Kept for the modules that still import `fsync_directory` from here (exporter/archive.py,
+spark_jobs/lake_store.py, offsetwatch/consumer_helpers/file_store.py): the helper lives in
+offsetwatch.core.atomic with the one atomic-write helper. Delete once they import it there."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-
-def fsync_directory(directory: Path) -> None:
-    """Persist a directory's entries (after os.replace); a no-op where directories cannot
-    be opened (Windows)."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    try:
-        fd = os.open(directory, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+from offsetwatch.core.atomic import fsync_directory as fsync_directory

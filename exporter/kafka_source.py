@@ -38,9 +38,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-log = logging.getLogger(__name__)
+# re-exported: exporter/publisher.py and spark_jobs/sources/kafka_options.py still import it
+# from here
+from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
+log = logging.getLogger(__name__)
 
 # Substrings of librdkafka property names whose values are secrets. Matching by substring also
 # covers the variants (ssl.keystore.password, sasl.oauthbearer.client.secret, ...).

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 
 from offsetwatch.commands import UsageError
+from offsetwatch.core.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from offsetwatch.decoder.segments import TransactionResolver
@@ -53,7 +54,6 @@ __all__ = [
 HEX_CHUNK_LINES: Final = 1000
 SEGMENT_CHUNK_RECORDS: Final = 500
 SAMPLE_FILE: Final = "consumer-offsets.hex.jsonl"
-CONSUMER_OFFSETS: Final = "__consumer_offsets"
 
 
 class InputRecord(NamedTuple):
@@ -267,8 +267,8 @@ class SegmentSource(Source):
                 )
                 if not subdirs:
                     raise UsageError(
-                        f"no segment files in {raw}: give .log files, a {CONSUMER_OFFSETS}-<p> "
-                        f"directory or a Kafka log directory holding {CONSUMER_OFFSETS}-* "
+                        f"no segment files in {raw}: give .log files, a {OFFSETS_TOPIC}-<p> "
+                        f"directory or a Kafka log directory holding {OFFSETS_TOPIC}-* "
                         "directories"
                     )
                 for sub in subdirs:
@@ -276,7 +276,7 @@ class SegmentSource(Source):
             else:
                 raise UsageError(
                     f"segment input {raw} does not exist: give .log files or "
-                    f"{CONSUMER_OFFSETS}-<p> directories"
+                    f"{OFFSETS_TOPIC}-<p> directories"
                 )
         selected = []
         for item in groups.values():
@@ -296,7 +296,7 @@ class SegmentSource(Source):
                 yield Chunk(
                     [
                         Notice(
-                            f"{item.directory} is not named {CONSUMER_OFFSETS}-<partition>: "
+                            f"{item.directory} is not named {OFFSETS_TOPIC}-<partition>: "
                             "its records get partition -1"
                         )
                     ],
@@ -394,7 +394,7 @@ def _log_files(directory: Path) -> list[Path]:
 
 def _is_offsets_dir(path: Path) -> bool:
     name = path.name
-    prefix = CONSUMER_OFFSETS + "-"
+    prefix = OFFSETS_TOPIC + "-"
     return name.startswith(prefix) and name[len(prefix) :].isdigit()
 
 

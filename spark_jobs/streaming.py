@@ -35,7 +35,6 @@ restart exact.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql import functions as F
 
+from offsetwatch.core.atomic import atomic_write, write_text_atomic
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.alerts.alertmanager import AlertmanagerSink
 from offsetwatch.spark_jobs.alerts.build import AlertSettings, alerts_from_episodes
@@ -89,9 +89,7 @@ _LATEST: Final = "latest"
 def _write_latest(path: str, times: Mapping[str, int | None]) -> None:
     target = Path(path)
     target.mkdir(parents=True, exist_ok=True)
-    temp = target / ".times.json.tmp"
-    temp.write_text(json.dumps(times), encoding="utf-8")
-    os.replace(temp, target / "times.json")
+    write_text_atomic(target / "times.json", json.dumps(times))
 
 
 def _read_latest(path: Path) -> dict[str, int | None]:
@@ -185,9 +183,9 @@ class LedgerIndex:
             return LedgerIndex()
 
     def write(self, alerts_dir: Path) -> None:
-        temp = alerts_dir / f"{_INDEX_NAME}.tmp"
-        temp.write_text(json.dumps({"upto": self.upto, "alerts": self.alerts}), encoding="utf-8")
-        os.replace(temp, alerts_dir / _INDEX_NAME)
+        write_text_atomic(
+            alerts_dir / _INDEX_NAME, json.dumps({"upto": self.upto, "alerts": self.alerts})
+        )
 
 
 def _ledger_files(alerts_dir: Path, after: int, before: int) -> list[tuple[int, Path]]:
@@ -249,13 +247,9 @@ def write_ledger(alerts_dir: Path, batch_id: int, alerts: list[Alert]) -> Path:
     """`batch-<id>.jsonl`, replaced atomically (a re-run of the batch writes the same)."""
     alerts_dir.mkdir(parents=True, exist_ok=True)
     target = alerts_dir / f"batch-{batch_id:012d}.jsonl"
-    temp = alerts_dir / f".{target.name}.tmp"
-    with open(temp, "w", encoding="utf-8") as out:
+    with atomic_write(target, "w") as out:
         for alert in alerts:
             out.write(json.dumps(alert.to_dict(), separators=(",", ":")) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, target)
     return target
 
 

@@ -55,11 +55,10 @@ from typing import Protocol
 import pytest
 from confluent_kafka import Producer
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.mock_cluster import MockCluster, MockClusterError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # The mock cluster itself lives in the product (the demo uses it too).

@@ -99,11 +99,6 @@ def _atomic_write(target: Path, mode: Literal["w", "wb"]) -> Iterator[IO[bytes] 
     _remove_stale_temps(target, temp)
 
 
-def write_bytes_atomic(target: str | os.PathLike[str], data: bytes) -> None:
-    with atomic_write(target) as out:
-        out.write(data)
-
-
 def write_text_atomic(target: str | os.PathLike[str], text: str) -> None:
     with atomic_write(target, "w") as out:
         out.write(text)

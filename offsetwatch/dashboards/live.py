@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import yaml
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.dashboards.rules import dump
 
 #: metric thresholds that are durations in seconds: they shrink with the windows
@@ -283,7 +284,7 @@ class DemoStack:
         from confluent_kafka import Producer
 
         producer = Producer({"bootstrap.servers": self._cluster.bootstrap_servers})
-        producer.produce("__consumer_offsets", b"\x00", UNDECODABLE_KEY, partition=0)
+        producer.produce(OFFSETS_TOPIC, b"\x00", UNDECODABLE_KEY, partition=0)
         producer.flush(10)
 
     def _tick(self) -> None:

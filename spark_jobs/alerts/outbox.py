@@ -1,6 +1,6 @@
 """A small persistent outbox: what Alertmanager still has to hear, kept across runs.
 
-One JSON file, replaced atomically (write, fsync, rename), so a crash leaves the old or the new
+One JSON file, replaced atomically (offsetwatch.core.atomic), so a crash leaves the old or the new
 content, never half of one. It holds:
 * `pending`: alert id -> the latest alert row and when it was last delivered (null: never).
   Active alerts stay until their episode ends (they are re-sent on a schedule); ended ones
@@ -12,11 +12,11 @@ content, never half of one. It holds:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offsetwatch.core.atomic import atomic_write
 from offsetwatch.spark_jobs.alerts.model import Alert
 
 
@@ -53,17 +53,8 @@ class Outbox:
             "resolved": dict(sorted(self.resolved.items())),
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(temp, "w", encoding="utf-8") as out:
+        with atomic_write(self.path, "w") as out:
             json.dump(data, out, separators=(",", ":"))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
 
     def add(self, alert: Alert) -> None:
         """Take the latest state of an episode; an end already delivered is not taken again."""

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.checkpoint import load_checkpoint
-from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC
 from offsetwatch.exporter.service import ExporterService
 from tests.exporter.daemon_helpers import (
     DATA_LOG_ENDS,

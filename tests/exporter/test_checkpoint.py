@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import offsetwatch.core.atomic as atomic_module
 import offsetwatch.exporter.checkpoint as checkpoint_module
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
@@ -385,7 +386,7 @@ def test_save_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     """The rename is the only way the target changes, and the directory is fsynced after."""
     calls: list[str] = []
     real_replace = os.replace
-    real_fsync_directory = checkpoint_module.fsync_directory
+    real_fsync_directory = atomic_module.fsync_directory
 
     def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         calls.append(f"replace {Path(src).name} -> {Path(dst).name}")
@@ -396,7 +397,7 @@ def test_save_replaces_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         real_fsync_directory(directory)
 
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(checkpoint_module, "fsync_directory", fsync_directory)
+    monkeypatch.setattr(atomic_module, "fsync_directory", fsync_directory)
     save_checkpoint(tmp_path / "c", OffsetState(), {}, meta=META)
     assert len(calls) == 2
     assert calls[0].startswith("replace .c.") and calls[0].endswith(".tmp -> c")

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.canonical import Canonical, identity_key
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC
 from offsetwatch.exporter.publisher import (
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, kafka_properties_from_env
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.core.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -46,7 +47,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     source.add_argument("--kafka", metavar="HOST:PORT", help="bootstrap servers of a Kafka input")
     source.add_argument(
         "--topic",
-        default="__consumer_offsets",
+        default=OFFSETS_TOPIC,
         help="with --kafka: the raw offsets topic (default) or the republished canonical topic",
     )
     source.add_argument(
