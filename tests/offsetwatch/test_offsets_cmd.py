@@ -492,7 +492,7 @@ def test_kip848_group(cluster: MockCluster, capsys: pytest.CaptureFixture[str]) 
     assert committed(cluster, "kip848") == {("orders", 2): 25}
 
 
-def test_history_mode_needs_offsets_at(
+def test_history_mode_names_a_group_the_history_lacks(
     cluster: MockCluster,
     plus: MockPlus,
     capsys: pytest.CaptureFixture[str],
@@ -510,10 +510,6 @@ def test_history_mode_needs_offsets_at(
         "--history",
         str(tmp_path),
     ]
-    monkeypatch.setitem(sys.modules, "offsetwatch.spark_jobs.offsets_at", None)
-    code, _, err = run(capsys, cluster, *argv)
-    assert code == 2
-    assert "--to-history-time needs offsetwatch.spark_jobs.offsets_at.offsets_at_from_path" in err
 
     def unknown(path: str, group: str, time_ms: int) -> dict[tuple[str, int], int]:
         raise LookupError(f"group {group!r} does not appear in {path}")
