@@ -14,17 +14,17 @@ from offsetwatch.offset_ops.render import members_rows, offsets_header, offsets_
 from tests.offsetwatch.offset_ops.doubles import RecordedBroker, recorded_groups
 
 
-def _kafka_offsets_rows(conformance_dir: Path) -> set[tuple[str, ...]]:
-    """The data lines of kafka-consumer-groups --describe --offsets, final section."""
+def _kafka_offsets_rows(conformance_dir: Path) -> list[tuple[str, ...]]:
+    """The data lines of kafka-consumer-groups --describe --offsets, final section, sorted."""
     text = (conformance_dir / "runs" / "main" / "groups-describe.txt").read_text(encoding="utf-8")
     final = text.split("######## AFTER", 1)[1]
     section = final.split("--describe --all-groups --offsets", 1)[1].split("\n###", 1)[0]
-    rows = set()
+    rows = []
     for line in section.splitlines():
         fields = line.split()
         if len(fields) == 9 and fields[0] != "GROUP":
-            rows.add(tuple(fields[:6]))
-    return rows
+            rows.append(tuple(fields))
+    return sorted(rows)
 
 
 def test_describe_all_groups_matches_kafka_consumer_groups(conformance_dir: Path) -> None:
@@ -32,14 +32,14 @@ def test_describe_all_groups_matches_kafka_consumer_groups(conformance_dir: Path
     broker = RecordedBroker(groups)
     group_ids = [listing.group_id for listing in broker.list_groups()]
     reports = build_reports(broker, group_ids)
-    ours = {
-        tuple(str("-" if cell is None else cell) for cell in row[:6])
+    ours = sorted(
+        tuple(str("-" if cell is None else cell) for cell in row)
         for report in reports
         for row in offsets_rows(report, with_exporter=False)
-    }
+    )
     kafka = _kafka_offsets_rows(conformance_dir)
     assert kafka, "no rows parsed from groups-describe.txt"
-    assert kafka <= ours, sorted(kafka - ours)[:5]
+    assert ours == kafka, (sorted(set(kafka) - set(ours))[:5], sorted(set(ours) - set(kafka))[:5])
     # Batched: one describe round, one offset fetch per group, one ListOffsets round.
     assert broker.requests == 1 + 1 + len(group_ids) + 1
 

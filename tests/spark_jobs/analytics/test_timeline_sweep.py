@@ -17,7 +17,9 @@ SAMPLES = [(10, 100), (20, 150), (40, 200), (60, 200), (100, 200), (110, 260), (
            (130, 20), (140, 50), (150, 80)]  # fmt: skip
 #: one commit exactly at each tick 10..150 s: the committed offset from then on
 COMMITTED = [100, 90, 120, 150, 199, 199, 199, 200, 230, 250, 400, 10, 30, 80, 60]
-END_TICK = 160 * S  # one tick past the last commit
+#: five ticks past the last commit: the last two have no commit in their window
+END_TICK = 200 * S
+TICKS = END_TICK // TICK
 
 
 def _buckets() -> pa.Table:
@@ -50,7 +52,8 @@ def _samples() -> pa.Table:
 
 def test_commit_state_and_lag_like_the_exporter() -> None:
     rows = sweep(_buckets(), _samples(), TICK, END_TICK, WINDOW_TICKS).to_pylist()
-    assert [r["tick_ms"] for r in rows] == [t * TICK for t in range(1, 17)]
+    assert [r["tick_ms"] for r in rows] == [t * TICK for t in range(1, TICKS + 1)]
+    assert sum(r["commits_in_window"] == 0 for r in rows) == 2
     for i, row in enumerate(rows):
         tick = row["tick_ms"]
         committed = COMMITTED[min(i, len(COMMITTED) - 1)]
@@ -58,7 +61,8 @@ def test_commit_state_and_lag_like_the_exporter() -> None:
         assert row["commits_in_tick"] == (1 if i < len(COMMITTED) else 0)
         in_window = [j for j in range(len(COMMITTED)) if tick - 3 * TICK <= (j + 1) * TICK <= tick]
         assert row["commits_in_window"] == len(in_window)
-        assert row["window_first_offset"] == COMMITTED[in_window[0]] if in_window else committed
+        first_in_window = COMMITTED[in_window[0]] if in_window else committed
+        assert row["window_first_offset"] == first_in_window, (tick, in_window)
         history = LogEndHistory(max_samples=1_000)
         for sample_ts, offset in SAMPLES:
             if sample_ts * S <= tick:
@@ -84,6 +88,6 @@ def test_commit_state_and_lag_like_the_exporter() -> None:
 
 def test_no_samples_no_log_end() -> None:
     rows = sweep(_buckets(), _samples().slice(0, 0), TICK, END_TICK, WINDOW_TICKS).to_pylist()
-    assert len(rows) == 16
+    assert len(rows) == TICKS
     assert all(r["log_end_offset"] is None and r["lag_seconds"] is None for r in rows)
     assert all(r["lag"] is None and r["lag_seconds_lower_bound"] is False for r in rows)
