@@ -14,12 +14,15 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from offsetwatch.exporter.diagnosis import Diagnosis
+from offsetwatch.exporter.diagnosis_history import MemberRef
 from offsetwatch.exporter.group_views import GroupView, MemberView
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.exporter.status import Status
 
 __all__ = [
+    "diagnosis_json",
     "group_detail",
     "group_summary",
     "groups_list",
@@ -59,6 +62,7 @@ def group_summary(group: GroupSnapshot) -> JsonDict:
         "state": view.state,
         "members": len(view.members),
         "status": group.status.name,
+        "cause": None if group.diagnosis.cause is None else group.diagnosis.cause.value,
         "total_lag": group.total_lag,
         "max_lag_seconds": _float(group.max_lag_seconds),
         **_last_commit(group.last_commit_ts),
@@ -155,6 +159,44 @@ def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
         "snapshot_time_ms": snapshot.time_ms,
         "partitions": [row for rows in group.topics for row in _rows(rows, owners)],
         "members": [_member(member) for member in view.members],
+        "diagnosis": diagnosis_json(group.diagnosis),
+    }
+
+
+def _ref(member: MemberRef) -> JsonDict:
+    return {"member_id": member.member_id, "client_id": member.client_id, "host": member.host}
+
+
+def diagnosis_json(diagnosis: Diagnosis) -> JsonDict:
+    """The `diagnosis` object of a group (docs/diagnosis.md): exactly these keys."""
+    catch_up = diagnosis.catch_up_seconds
+    return {
+        "status": diagnosis.status.name,
+        "cause": None if diagnosis.cause is None else diagnosis.cause.value,
+        "reason": diagnosis.reason,
+        "suspects": [
+            {
+                "member_id": suspect.member_id,
+                "client_id": suspect.client_id,
+                "host": suspect.host,
+                "partitions": [
+                    {"topic": topic, "partition": partition}
+                    for topic, partition in suspect.partitions
+                ],
+            }
+            for suspect in diagnosis.suspects
+        ],
+        "catch_up_seconds": None if catch_up is None else _float(catch_up),
+        "falling_behind": diagnosis.falling_behind,
+        "rebalances": [
+            {
+                "time": _time(rebalance.time_ms),
+                "generation": rebalance.generation,
+                "joined": [_ref(member) for member in rebalance.joined],
+                "left": [_ref(member) for member in rebalance.left],
+            }
+            for rebalance in diagnosis.rebalances
+        ],
     }
 
 

@@ -32,7 +32,10 @@ File format (version 2), all integers little-endian:
     header (H bytes)   JSON (ASCII): created_ms, writer, meta (topic, cluster id, bootstrap
                        fingerprint), positions, apply counters, the status-window clock
                        (`WindowClock`: window, next and bucket start), byte order and item
-                       sizes of the arrays, and the list of body sections with their lengths
+                       sizes of the arrays, the list of body sections with their lengths, and
+                       optionally `histories`: group id -> its rebalance history
+                       (`GroupHistory.to_json`); a checkpoint without it (written before the
+                       diagnosis existed) loads with no history
     body (B bytes), the sections one after the other:
       directory        JSON (ASCII): per group [id, commits_total, last_record_ts,
                        [[topic, slots, metadata index or -1], ...], [[key_type, sub_key], ...]],
@@ -75,6 +78,7 @@ from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import Record
+from offsetwatch.exporter.diagnosis_history import GroupHistory
 from offsetwatch.exporter.state import (
     ApplyCounters,
     GroupState,
@@ -319,6 +323,11 @@ def save_checkpoint(
             "next_ms": state.window_clock.next_ms,
             "bucket_ms": state.window_clock.bucket_ms,
         },
+        "histories": {
+            group_id: group.history.to_json()
+            for group_id, group in state.groups.items()
+            if group.history is not None
+        },
         "byteorder": "little",
         "itemsizes": _ITEMSIZES,
         "sections": [[name, len(sections[name])] for name in _SECTIONS],
@@ -514,6 +523,11 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
         tombstones=int(counters["tombstones"]),
         groups_deleted=int(counters["groups_deleted"]),
     )
+    # absent from checkpoints written before the diagnosis: no history then
+    for group_id, history in header.get("histories", {}).items():
+        owner = groups.get(group_id)
+        if owner is not None:
+            owner.history = GroupHistory.from_json(history)
     clock = header["window_clock"]
     state.window_clock = WindowClock(
         window_ms=int(clock["window_ms"]),

@@ -9,6 +9,7 @@ epochs and members.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from offsetwatch.decoder.consumer_protocol import ConsumerProtocol
@@ -18,8 +19,10 @@ from offsetwatch.decoder.records import (
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataValue,
+    Record,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataValue,
     ShareGroupMetadataValue,
@@ -46,6 +49,12 @@ class MemberView:
     member_epoch: int | None
     #: (topic name - or topic id when no name is known - , partitions)
     assignment: Assignment
+    #: KIP-848: the member's target assignment (what it is being moved to); () otherwise
+    target: Assignment = ()
+    #: why `assignment` says nothing about partitions, None when it does: "undecodable",
+    #: "missing" (no assignment record / empty bytes), or the protocol type that carries no
+    #: topic partitions (e.g. "connect")
+    assignment_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +82,24 @@ class GroupView:
         return None
 
 
+#: a classic member's decoded assignment, or the reason it has none
+_Decoded = tuple[Assignment, str | None]
+
+
 @dataclass(slots=True)
 class GroupViews:
     protocol: ConsumerProtocol = field(default_factory=ConsumerProtocol)
+    #: classic assignments that failed to decode, counted once per GroupMetadata record
+    assignment_decode_errors: int = 0
+    #: group id -> (GroupMetadata record, its members' decoded assignments): a record is
+    #: decoded once, not at every snapshot
+    _classic_cache: dict[str, tuple[Record, tuple[_Decoded, ...]]] = field(default_factory=dict)
+
+    def retain(self, group_ids: Iterable[str]) -> None:
+        """Forget the cached assignments of groups that are gone."""
+        keep = set(group_ids)
+        for group_id in [g for g in self._classic_cache if g not in keep]:
+            del self._classic_cache[group_id]
 
     def view(self, group: GroupState) -> GroupView:
         kind = group.kind
@@ -92,6 +116,14 @@ class GroupViews:
         if record is None or not isinstance(record.value, GroupMetadataValue):
             return GroupView(group.group_id, "CLASSIC", "EMPTY", "", "", -1, -1, True, ())
         value = record.value
+        cached = self._classic_cache.get(group.group_id)
+        if cached is None or cached[0] is not record:
+            decoded = tuple(
+                self._classic_assignment(value.protocol_type, m.assignment) for m in value.members
+            )
+            self._classic_cache[group.group_id] = (record, decoded)
+        else:
+            decoded = cached[1]
         members = tuple(
             MemberView(
                 member_id=m.member_id,
@@ -100,9 +132,10 @@ class GroupViews:
                 instance_id=m.group_instance_id,
                 rack_id=None,
                 member_epoch=None,
-                assignment=self._classic_assignment(value.protocol_type, m.assignment),
+                assignment=assignment,
+                assignment_error=error,
             )
-            for m in value.members
+            for m, (assignment, error) in zip(value.members, decoded, strict=True)
         )
         return GroupView(
             group_id=group.group_id,
@@ -116,14 +149,17 @@ class GroupViews:
             members=members,
         )
 
-    def _classic_assignment(self, protocol_type: str, raw: bytes) -> Assignment:
-        if protocol_type != "consumer" or not raw:
-            return ()
+    def _classic_assignment(self, protocol_type: str, raw: bytes) -> _Decoded:
+        if protocol_type != "consumer":
+            return (), protocol_type or "missing"
+        if not raw:
+            return (), "missing"
         try:
             _version, assignment = self.protocol.decode_assignment(raw)
         except DecodeError:
-            return ()
-        return tuple((tp.topic, tp.partitions) for tp in assignment.assigned_partitions)
+            self.assignment_decode_errors += 1
+            return (), "undecodable"
+        return tuple((tp.topic, tp.partitions) for tp in assignment.assigned_partitions), None
 
     def _consumer(self, group: GroupState) -> GroupView:
         epoch = -1
@@ -148,13 +184,21 @@ class GroupViews:
             current = group.record(8, member_id)
             member_epoch: int | None = None
             assignment: Assignment = ()
+            error: str | None = "missing"
             if current is not None and isinstance(
                 current.value, ConsumerGroupCurrentMemberAssignmentValue
             ):
                 member_epoch = current.value.member_epoch
                 assignment = _resolve(current.value.assigned_partitions, names)
+                error = None
                 if current.value.state != 0 or member_epoch != target_epoch:
                     reconciling = True
+            target_record = group.record(7, member_id)
+            target_assignment: Assignment = ()
+            if target_record is not None and isinstance(
+                target_record.value, ConsumerGroupTargetAssignmentMemberValue
+            ):
+                target_assignment = _resolve(target_record.value.topic_partitions, names)
             members.append(
                 MemberView(
                     member_id=member_id,
@@ -164,6 +208,8 @@ class GroupViews:
                     rack_id=value.rack_id,
                     member_epoch=member_epoch,
                     assignment=assignment,
+                    target=target_assignment,
+                    assignment_error=error,
                 )
             )
         # Kafka's ConsumerGroup.State: the target assignment lags the group epoch while the
@@ -256,6 +302,8 @@ class GroupViews:
                     value.rack_id,
                     member_epoch,
                     assignment,
+                    # tasks, not the topic partitions offsets are committed for
+                    assignment_error="streams",
                 )
             )
         state = "STABLE" if members else "EMPTY"

@@ -203,6 +203,27 @@ G_INFO: Final = _g(
     "Always 1: kind (CLASSIC/CONSUMER/SHARE/STREAMS), state and protocol of the group.",
 )
 G_STATE: Final = _g("group_state", ("group", "state"), "1 for the group's current state.")
+G_REBALANCES: Final = _c(
+    "group_rebalances_total",
+    _G,
+    "Rebalances seen: classic generation or KIP-848/share/streams group epoch changes.",
+)
+G_JOINED: Final = _c("group_members_joined_total", _G, "Members that joined the group.")
+G_LEFT: Final = _c("group_members_left_total", _G, "Members that left the group.")
+G_CATCH_UP: Final = _g(
+    "group_catch_up_seconds",
+    _G,
+    "Lag divided by the net consume rate over the status window; absent when not catching up.",
+)
+G_FALLING_BEHIND: Final = _g(
+    "group_falling_behind", _G, "1 when the group is not OK and its lag does not shrink."
+)
+G_DIAGNOSIS: Final = _g(
+    "group_diagnosis_info",
+    ("group", "cause", "suspect_hosts"),
+    "Always 1, for groups that are not OK: the cause (docs/diagnosis.md) and the hosts of the "
+    "suspect members.",
+)
 # self-metrics
 S_RECORDS: Final = _c("records_total", ("type", "version"), "Records read from __consumer_offsets.")
 S_DECODE_ERRORS: Final = _c(
@@ -233,6 +254,11 @@ S_PUBLISHED: Final = _c("published_total", (), "Records published downstream.")
 S_PUBLISH_ERRORS: Final = _c("publish_errors_total", (), "Failed downstream publishes.")
 S_DLQ: Final = _c("dlq_total", (), "Records sent to the dead-letter queue.")
 S_ARCHIVE: Final = _c("archive_records_total", (), "Records written to the archive.")
+S_ASSIGNMENT_ERRORS: Final = _c(
+    "assignment_decode_errors_total",
+    (),
+    "Classic group members whose consumer-protocol assignment could not be decoded.",
+)
 S_LOG_END_RECORDS: Final = _c(
     "log_end_records_total",
     (),
@@ -328,6 +354,12 @@ GROUP_FAMILIES: Final = (
     G_ASSIGNMENT_EPOCH,
     G_INFO,
     G_STATE,
+    G_REBALANCES,
+    G_JOINED,
+    G_LEFT,
+    G_CATCH_UP,
+    G_FALLING_BEHIND,
+    G_DIAGNOSIS,
 )
 SELF_FAMILIES: Final = (
     S_RECORDS,
@@ -345,6 +377,7 @@ SELF_FAMILIES: Final = (
     S_PUBLISH_ERRORS,
     S_DLQ,
     S_ARCHIVE,
+    S_ASSIGNMENT_ERRORS,
     S_LOG_END_RECORDS,
     S_SNAPSHOT_AGE,
     S_SNAPSHOT_DURATION,
@@ -549,8 +582,43 @@ def _snapshot_families(snapshot: Snapshot, cfg: MetricsConfig, esc: Escape) -> F
     )
     yield G_INFO, (_info(a, esc) for a in groups)
     yield G_STATE, (((a.group, esc(a.snap.view.state)), 1) for a in groups)
+    yield G_REBALANCES, (((a.group,), a.snap.rebalances_total) for a in groups)
+    yield G_JOINED, (((a.group,), a.snap.members_joined_total) for a in groups)
+    yield G_LEFT, (((a.group,), a.snap.members_left_total) for a in groups)
+    yield (
+        G_CATCH_UP,
+        (
+            ((a.group,), a.snap.diagnosis.catch_up_seconds)
+            for a in groups
+            if a.snap.diagnosis.catch_up_seconds is not None
+        ),
+    )
+    yield (
+        G_FALLING_BEHIND,
+        (((a.group,), int(a.snap.diagnosis.falling_behind)) for a in groups),
+    )
+    yield G_DIAGNOSIS, (_diagnosis(a, esc) for a in groups if a.snap.diagnosis.cause is not None)
     if aliases:
         yield from _alias_families(groups, cfg, esc)
+
+
+#: hosts named in the suspect_hosts label; more are summarised (bounded label values)
+_MAX_HOSTS: Final = 5
+
+
+def suspect_hosts(hosts: Iterable[str]) -> str:
+    """The `suspect_hosts` label: distinct hosts, sorted, comma-separated, at most five."""
+    distinct = sorted({host for host in hosts if host})
+    shown = ",".join(distinct[:_MAX_HOSTS])
+    extra = len(distinct) - _MAX_HOSTS
+    return f"{shown},+{extra} more" if extra > 0 else shown
+
+
+def _diagnosis(a: _GroupAgg, esc: Escape) -> Sample:
+    diagnosis = a.snap.diagnosis
+    cause = "" if diagnosis.cause is None else diagnosis.cause.value
+    hosts = suspect_hosts(s.host for s in diagnosis.suspects)
+    return (a.group, esc(cause), esc(hosts)), 1
 
 
 def _committed(a: _GroupAgg) -> bool:
@@ -660,6 +728,7 @@ def _self_families(
     yield S_PUBLISH_ERRORS, [((), stats.publish_errors_total)]
     yield S_DLQ, [((), stats.dlq_total)]
     yield S_ARCHIVE, [((), stats.archive_records_total)]
+    yield S_ASSIGNMENT_ERRORS, [((), snapshot.assignment_decode_errors)]
     yield S_LOG_END_RECORDS, [((), stats.log_end_records_total)]
     yield S_SNAPSHOT_AGE, _age(snapshot.time_ms, now_ms)
     if stats.snapshot_time_ms > 0:

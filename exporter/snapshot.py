@@ -7,6 +7,7 @@ snapshot of a million partitions stays small.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from array import array
@@ -15,6 +16,15 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, Final
 
+from offsetwatch.exporter.diagnosis import (
+    DEFAULT_DIAGNOSIS_CONFIG,
+    Cause,
+    Diagnosis,
+    DiagnosisConfig,
+    catch_up,
+    diagnose,
+    ok_diagnosis,
+)
 from offsetwatch.exporter.group_views import GroupView, GroupViews
 from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
 from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
@@ -27,6 +37,10 @@ from offsetwatch.exporter.status import (
 )
 
 UNKNOWN: Final = -1
+#: the diagnosis of a group nothing is known about (OK, no rebalance seen)
+NO_DIAGNOSIS: Final = ok_diagnosis(None, 0.0, False)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +75,12 @@ class GroupSnapshot:
     commit_rate: float
     total_lag: int
     max_lag_seconds: float
+    #: why the group is not OK, who to look at, its rebalances (exporter/diagnosis.py)
+    diagnosis: Diagnosis = NO_DIAGNOSIS
+    #: rebalances, member joins and member leaves seen (exporter/diagnosis_history.py)
+    rebalances_total: int = 0
+    members_joined_total: int = 0
+    members_left_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +90,10 @@ class Snapshot:
     ready: bool
     groups: tuple[GroupSnapshot, ...]
     tracked_partitions: int
+    #: classic consumer-protocol assignments that could not be decoded (since start)
+    assignment_decode_errors: int = 0
+    #: diagnoses that failed (a bug: the group gets cause `unknown` instead)
+    diagnosis_errors: int = 0
 
     def group(self, group_id: str) -> GroupSnapshot | None:
         for group in self.groups:
@@ -108,6 +132,8 @@ class SnapshotBuilder:
     status_config: StatusConfig = field(default_factory=StatusConfig)
     filters: Filters = field(default_factory=Filters)
     views: GroupViews = field(default_factory=GroupViews)
+    diagnosis_config: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG
+    diagnosis_errors: int = 0
 
     def build(
         self,
@@ -126,7 +152,15 @@ class SnapshotBuilder:
             tracked += sum(len(t) for t in snapshot.topics)
             groups.append(snapshot)
         groups.sort(key=lambda g: g.view.group_id)
-        return Snapshot(now_ms, ready, tuple(groups), tracked)
+        self.views.retain(state.groups)
+        return Snapshot(
+            now_ms,
+            ready,
+            tuple(groups),
+            tracked,
+            self.views.assignment_decode_errors,
+            self.diagnosis_errors,
+        )
 
     def _group(
         self,
@@ -142,14 +176,19 @@ class SnapshotBuilder:
         max_lag_s = 0.0
         last_commit = NEVER
         commit_rate = 0.0
+        drain_per_ms = 0.0
+        drain_known = False
         statuses: list[Status] = []
         topic_ok = self.filters.topic_ok
         for topic, table in sorted(group.topics.items()):
             if not topic_ok(topic):
                 continue
-            rows, rate = self._topic(topic, table, histories, now_ms, window_start_ms, live)
+            rows, rate, drain = self._topic(topic, table, histories, now_ms, window_start_ms, live)
             topics.append(rows)
             commit_rate += rate
+            if drain is not None:
+                drain_per_ms += drain
+                drain_known = True
             if not len(rows):
                 continue
             total_lag += sum([lag for lag in rows.lag if lag > 0])
@@ -161,16 +200,82 @@ class SnapshotBuilder:
             if newest > last_commit:
                 last_commit = newest
             statuses += map(_STATUS_OF.__getitem__, rows.status)
+        status = evaluate_group(statuses)
+        history = group.history
         return GroupSnapshot(
             view=view,
             topics=tuple(topics),
-            status=evaluate_group(statuses),
+            status=status,
             commits_total=group.commits_total,
             last_commit_ts=last_commit,
             commit_rate=commit_rate,
             total_lag=total_lag,
             max_lag_seconds=max_lag_s,
+            diagnosis=self._diagnosis(
+                group,
+                view,
+                topics,
+                status,
+                total_lag,
+                drain_per_ms if drain_known else None,
+                now_ms,
+            ),
+            rebalances_total=0 if history is None else history.rebalances_total,
+            members_joined_total=0 if history is None else history.joined_total,
+            members_left_total=0 if history is None else history.left_total,
         )
+
+    def _diagnosis(
+        self,
+        group: GroupState,
+        view: GroupView,
+        topics: list[TopicRows],
+        status: Status,
+        total_lag: int,
+        drain_per_ms: float | None,
+        now_ms: int,
+    ) -> Diagnosis:
+        """The group's diagnosis; only a group that is not OK walks its partitions again."""
+        cfg = self.diagnosis_config
+        catch_up_s, falling_behind = catch_up(total_lag, drain_per_ms, status)
+        if status is Status.OK:
+            return ok_diagnosis(group.history, catch_up_s, falling_behind, cfg)
+        try:
+            bad = {}
+            lags = {}
+            for rows in topics:
+                topic = rows.topic
+                for p, value, lag in zip(rows.partitions, rows.status, rows.lag, strict=True):
+                    if value:
+                        bad[(topic, p)] = value
+                    if lag >= 0:
+                        lags[(topic, p)] = lag
+            return diagnose(
+                status,
+                view,
+                bad,
+                group.topics,
+                lags,
+                group.history,
+                now_ms,
+                self.status_config.window_ms,
+                catch_up_s,
+                falling_behind,
+                cfg,
+            )
+        except Exception as error:  # a bug here must not stop the snapshots (nor the daemon)
+            if not self.diagnosis_errors:
+                log.exception("diagnosis of group %r failed", group.group_id)
+            self.diagnosis_errors += 1
+            return Diagnosis(
+                status,
+                Cause.UNKNOWN,
+                f"the diagnosis failed ({type(error).__name__}); see the exporter's log",
+                (),
+                catch_up_s,
+                falling_behind,
+                (),
+            )
 
     def _topic(
         self,
@@ -180,8 +285,9 @@ class SnapshotBuilder:
         now_ms: int,
         window_start_ms: int,
         live: bool,
-    ) -> tuple[TopicRows, float]:
-        """The rows of one (group, topic), and its commits per second over the window."""
+    ) -> tuple[TopicRows, float, float | None]:
+        """The rows of one (group, topic), its commits per second over the window, and how
+        fast its lag shrinks (per ms; None when no start-of-window lag is known)."""
         cfg = self.status_config
         present = table.present
         size = len(present)
@@ -228,6 +334,9 @@ class SnapshotBuilder:
         min_span_ms = cfg.window_ms
         shared_commits = 0
         commits_per_ms = 0.0
+        # lag at window start minus lag now, per ms of each partition's evidence span
+        drain_per_ms = 0.0
+        drain_known = False
         for i, p in enumerate(numbers):
             offset = committed[i]
             rewind = rewind_ts[p]
@@ -263,6 +372,9 @@ class SnapshotBuilder:
             lag_s[i] = lag_seconds(history, offset, now_ms).seconds
             start_end = history.log_end_at(start_ms)
             start_lag = None if start_end is None else max(0, start_end - window_offset[p])
+            if start_lag is not None:
+                drain_per_ms += (start_lag - lags[i]) / max(now_ms - start_ms, 1)
+                drain_known = True
             window = _window(
                 offset,
                 commit_ts[i],
@@ -290,7 +402,7 @@ class SnapshotBuilder:
             metadata,
         )
         commits_per_ms += shared_commits / max(now_ms - window_start_ms, min_span_ms)
-        return rows, commits_per_ms * 1000
+        return rows, commits_per_ms * 1000, drain_per_ms if drain_known else None
 
 
 #: Status by its value (the status column holds values)

@@ -37,6 +37,12 @@ from offsetwatch.decoder.records import (
     Record,
     RegularExpressionKey,
 )
+from offsetwatch.exporter.diagnosis_history import (
+    EPOCH_TYPES,
+    HISTORY_TYPES,
+    GroupHistory,
+    observe,
+)
 
 #: sentinel for "no rewind seen" / "never"
 NEVER: Final = -1
@@ -232,6 +238,9 @@ class GroupState:
     records: dict[tuple[int, str], Record] = field(default_factory=dict)
     commits_total: int = 0
     last_record_ts: int = NEVER
+    #: rebalances, joins and leaves (exporter/diagnosis_history.py); None until the first
+    #: group record, so commit-only groups carry nothing
+    history: GroupHistory | None = None
 
     def is_empty(self) -> bool:
         return not self.topics and not self.records
@@ -253,6 +262,18 @@ class GroupState:
 
     def records_of(self, key_type: int) -> Iterator[tuple[str, Record]]:
         return ((sub, rec) for (kt, sub), rec in self.records.items() if kt == key_type)
+
+
+def _observe(group: GroupState, record: Record, slot: tuple[int, str]) -> None:
+    """Rebalance history: a group record is compared with the one it replaces."""
+    history = group.history
+    if history is None:
+        history = group.history = GroupHistory()
+    member_type = EPOCH_TYPES.get(record.key_type)
+    members = 0
+    if member_type is not None:
+        members = sum(1 for key_type, _ in group.records if key_type == member_type)
+    observe(history, record, group.records.get(slot), members)
 
 
 @dataclass(slots=True)
@@ -291,11 +312,15 @@ class OffsetState:
         if record.value is None:
             counters.tombstones += 1
             if group is not None:
+                if record.key_type in HISTORY_TYPES:
+                    _observe(group, record, slot)
                 group.records.pop(slot, None)
                 self._drop_if_empty(group)
             return
         if group is None:
             group = self.groups[group_id] = GroupState(group_id)
+        if record.key_type in HISTORY_TYPES:
+            _observe(group, record, slot)
         group.records[slot] = record
         group.last_record_ts = max(group.last_record_ts, record.timestamp)
 
