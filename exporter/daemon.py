@@ -7,7 +7,9 @@ Threads and who owns what:
   needed around the state because nothing else touches it.
 * the sampler thread only talks to Kafka; its results are handed over through a queue, and it
   reads the set of partitions to sample from an immutable set the main loop publishes.
-* HTTP threads only read the latest immutable `Snapshot` and the stats.
+* HTTP threads only read the latest immutable `Snapshot` and the stats, and what the main
+  loop hands the console: the lag history (appended after each snapshot) and, only while a
+  browser watches, every decoded record (`live`, a ring the stream threads read).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from offsetwatch.exporter.checkpoint import (
     save_checkpoint,
 )
 from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.console_history import ConsoleHistory
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
 from offsetwatch.exporter.lag import LogEndHistory
+from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import RecordPublisher
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
@@ -91,6 +95,9 @@ class Exporter:
     _quarantine_file: Any = None
     _avro: Any = None
     _log_end_records: LogEndRecords = field(init=False)
+    #: the console's feeds: recent lag totals per group, and records for the live stream
+    console_history: ConsoleHistory = field(default_factory=ConsoleHistory)
+    live: LiveRecords = field(default_factory=LiveRecords)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -304,6 +311,7 @@ class Exporter:
         # after a rebuild every partition is read again from its start: this batch's records
         # were fetched from the old positions and must not be applied to the emptied state
         messages = [] if rebuilt else batch.messages
+        self._watch_live()
         handled = self.ingestor.ingest(messages) if messages else 0
         if self.publisher is not None:
             self.publisher.poll(0)
@@ -326,6 +334,18 @@ class Exporter:
                 self.checkpoint()
             self._next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
         return handled
+
+    def _watch_live(self) -> None:
+        """Hand records to the live stream only while someone watches: unwatched, the
+        sink would cost every record a call. Changed here, between batches, on this thread."""
+        sinks = self.ingestor.sinks
+        sink = self.live.append
+        installed = sink in sinks
+        if self.live.watched() != installed:
+            if installed:
+                sinks.remove(sink)
+            else:
+                sinks.append(sink)
 
     def _on_event(self, event: object) -> bool:
         """Handle a source event; True when it rebuilt the state."""
@@ -386,6 +406,7 @@ class Exporter:
         self.snapshot = snapshot
         self.stats.snapshot_duration_s = time.perf_counter() - started
         self.stats.snapshot_time_ms = now_ms
+        self.console_history.record(snapshot)
         return snapshot
 
     def checkpoint(self) -> None:

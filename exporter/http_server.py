@@ -1,12 +1,18 @@
 """The exporter's HTTP endpoints, on the standard library's threading HTTP server.
 
-=====================  =====================================================================
-``/metrics``           Prometheus text exposition (format 0.0.4), gzip when accepted
-``/healthz``           200 while the process serves requests
-``/readyz``            200 once the source is up and the first pass is done, else 503 + why
-``/api/v1/groups``     JSON list of groups (kind, state, members, status, lag, last commit)
-``/api/v1/groups/ID``  JSON description of one group (URL-encoded id), 404 when unknown
-=====================  =====================================================================
+==============================  ============================================================
+``/metrics``                    Prometheus text exposition (format 0.0.4), gzip when accepted
+``/healthz``                    200 while the process serves requests
+``/readyz``                     200 once the source is up and the first pass is done, else 503
+``/api/v1/groups``              JSON list of groups (kind, state, members, status, lag, ...)
+``/api/v1/groups/ID``           JSON description of one group (URL-encoded id), 404 if unknown
+``/api/v1/groups/ID/history``   the group's recent log end, lag and lag seconds (console)
+``/api/v1/history/lag-seconds`` every group's recent lag seconds (the console's sparklines)
+``/api/v1/health``              the exporter's own health (console)
+``/api/v1/records/stream``      decoded records as they are ingested (Server-Sent Events)
+``/``, ``/groups[/ID]``,        the operator console (HTML; ``/`` answers the plain-text index
+``/live``, ``/health``          to clients that do not accept HTML), ``/static/*`` its files
+==============================  ============================================================
 
 Every request only reads the latest snapshot and stats (see `SnapshotCollector`); nothing here
 talks to Kafka, so a slow or frequent scraper cannot slow down ingestion beyond its CPU share.
@@ -23,7 +29,12 @@ Resources are bounded so that slow or many clients cannot exhaust the daemon:
 * a kept-alive connection is closed after its response whenever other connections wait, so a
   few busy clients cannot hold every worker;
 * `/api` requests run at most `workers // 2` at a time (503 beyond), so /metrics, /healthz and
-  /readyz keep answering while the API is hammered.
+  /readyz keep answering while the API is hammered;
+* an event stream (`/api/v1/records/stream`) leaves the pool once its headers are written: it
+  runs on a thread of its own, at most `max_streams` of them (see `console_stream.py`).
+
+Large JSON answers that only change with the snapshot (the groups list, the sparklines) are
+encoded (and gzipped) once per snapshot, not per request.
 
 TLS and basic auth come from a web configuration file (`exporter/web_config.py`).
 """
@@ -31,6 +42,7 @@ TLS and basic auth come from a web configuration file (`exporter/web_config.py`)
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import logging
 import socket
@@ -38,19 +50,25 @@ import ssl
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
-from offsetwatch.exporter import api
+from offsetwatch.exporter import api, console_api
+from offsetwatch.exporter.console_history import ConsoleHistory
+from offsetwatch.exporter.console_static import PAGE_HEADERS, console_page, static_file
+from offsetwatch.exporter.console_stream import DEFAULT_MAX_STREAMS, Streams
+from offsetwatch.exporter.live_records import LiveRecords, RecordFilter
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.exporter.web_config import BasicAuth, WebConfig
 
 __all__ = [
+    "DEFAULT_MAX_STREAMS",
     "DEFAULT_PORT",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_WORKERS",
@@ -76,6 +94,13 @@ METRICS_CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 _JSON: Final = "application/json; charset=utf-8"
 _TEXT: Final = "text/plain; charset=utf-8"
 _GROUPS: Final = "/api/v1/groups"
+_HISTORY_SUFFIX: Final = "/history"
+_STREAM: Final = "/api/v1/records/stream"
+_HTML: Final = "text/html; charset=utf-8"
+#: console paths that show the console page (a group's page is checked against the snapshot)
+_CONSOLE_PATHS: Final = frozenset({"/groups", "/groups/", "/live", "/health"})
+#: JSON bodies at least this long are gzipped for clients that accept it
+_GZIP_MIN: Final = 1024
 _CHALLENGE: Final = 'Basic realm="offsetwatch", charset="UTF-8"'
 _INDEX: Final = (
     b"offsetwatch exporter\n\n"
@@ -84,7 +109,54 @@ _INDEX: Final = (
     b"/readyz               readiness (JSON)\n"
     b"/api/v1/groups        groups (JSON)\n"
     b"/api/v1/groups/{id}   one group, like kafka-consumer-groups --describe (JSON)\n"
+    b"/api/v1/health        the exporter's health (JSON)\n"
+    b"/                     the operator console, in a browser\n"
 )
+
+
+class _Encoded:
+    """A JSON body encoded once per key (the snapshot or history it came from): its plain
+    and gzipped bytes. Several workers may miss at once; each encodes, the last one stays."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self) -> None:
+        self._entry: tuple[object, bytes, bytes] | None = None
+
+    def get(self, key: object, build: Callable[[], Any], want_gzip: bool) -> tuple[bytes, bool]:
+        entry = self._entry
+        if entry is None or entry[0] is not key:
+            plain = api.to_json(build())
+            entry = (key, plain, gzip.compress(plain, 5) if len(plain) >= _GZIP_MIN else b"")
+            self._entry = entry
+        if want_gzip and entry[2]:
+            return entry[2], True
+        return entry[1], False
+
+
+def _wants_html(accept: str | None) -> bool:
+    return accept is not None and "text/html" in accept
+
+
+def _record_filter(query: str) -> RecordFilter:
+    """`?group=&type=&partition=&min_offset=` of the event stream; ValueError when bad."""
+    params = {k: v[-1] for k, v in parse_qs(query, strict_parsing=False).items() if v[-1]}
+
+    def number(name: str) -> int | None:
+        text = params.get(name)
+        if text is None:
+            return None
+        value = int(text)
+        if value < 0:
+            raise ValueError(f"{name} must not be negative")
+        return value
+
+    return RecordFilter(
+        group=params.get("group"),
+        type=params.get("type"),
+        partition=number("partition"),
+        min_offset=number("min_offset"),
+    )
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
@@ -179,6 +251,9 @@ class _Server(HTTPServer):
             self.address_family = socket.AF_INET6
         self.app = app
         self.pending = _Handoff(app.queue_size)
+        #: ids of connections handed over to event-stream threads
+        self.detached: set[int] = set()
+        self.detached_lock = threading.Lock()
         super().__init__(address, _Handler)
         self.workers = [
             threading.Thread(target=self._work, name=f"offsetwatch-http-worker-{i}", daemon=True)
@@ -213,7 +288,17 @@ class _Server(HTTPServer):
             except Exception:
                 log.debug("connection from %s failed", client_address, exc_info=True)
             finally:
-                self.shutdown_request(connection if connection is not None else request)
+                handed = connection if connection is not None else request
+                with self.detached_lock:
+                    detached = id(handed) in self.detached
+                    self.detached.discard(id(handed))
+                if not detached:
+                    self.shutdown_request(handed)
+
+    def detach(self, connection: socket.socket) -> None:
+        """The connection now belongs to an event-stream thread: the worker must not close it."""
+        with self.detached_lock:
+            self.detached.add(id(connection))
 
     def _secure(self, request: socket.socket) -> socket.socket | None:
         context = self.app.tls_context
@@ -276,7 +361,10 @@ class _Handler(BaseHTTPRequestHandler):
             app.unauthorized += 1
             self._json(401, {"error": "unauthorized"}, head, {"WWW-Authenticate": _CHALLENGE})
             return
-        if path.startswith("/api/"):
+        if path == _STREAM:
+            # outside the API's slots: a stream lasts as long as the browser tab
+            self._stream(app, head)
+        elif path.startswith("/api/"):
             if not app.api_slots.acquire(blocking=False):
                 self._json(503, {"error": "busy, retry"}, head, {"Retry-After": "1"})
                 return
@@ -297,16 +385,35 @@ class _Handler(BaseHTTPRequestHandler):
                 ready, body = api.readiness(app.stats())
                 self._json(200 if ready else 503, body, head)
             elif path in (_GROUPS, _GROUPS + "/"):
-                self._json(200, api.groups_list(app.snapshot()), head)
+                snapshot = app.snapshot()
+                self._cached(app.groups_json, snapshot, lambda: api.groups_list(snapshot), head)
             elif path.startswith(_GROUPS + "/"):
-                group_id = unquote(path[len(_GROUPS) + 1 :], errors="strict")
-                detail = api.group_detail(app.snapshot(), group_id)
-                if detail is None:
-                    self._json(404, {"error": "unknown group", "group": group_id}, head)
-                else:
-                    self._json(200, detail, head)
+                self._group(app, path[len(_GROUPS) + 1 :], head)
+            elif path == "/api/v1/history/lag-seconds":
+                history = app.history
+                self._cached(
+                    app.sparklines_json,
+                    history.version,
+                    lambda: console_api.lag_seconds_history(history),
+                    head,
+                )
+            elif path == "/api/v1/health":
+                self._json(200, app.health(), head)
             elif path == "/":
-                self._send(200, _TEXT, [_INDEX], head)
+                if _wants_html(self.headers.get("Accept")):
+                    self._page(200, console_page(), head)
+                else:
+                    self._send(200, _TEXT, [_INDEX], head)
+            elif path in _CONSOLE_PATHS:
+                self._page(200, console_page(), head)
+            elif path.startswith("/groups/"):
+                group_id = unquote(path[len("/groups/") :], errors="strict")
+                if app.snapshot().group(group_id) is None:
+                    self._page(404, console_page(missing_group=group_id), head)
+                else:
+                    self._page(200, console_page(), head)
+            elif path.startswith("/static/"):
+                self._static(path[len("/static/") :], head)
             else:
                 self._json(404, {"error": "not found", "path": path}, head)
         except (BrokenPipeError, ConnectionResetError):
@@ -318,6 +425,78 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self._json(500, {"error": "internal error"}, head)
+
+    def _group(self, app: ExporterHttpServer, rest: str, head: bool) -> None:
+        """`/api/v1/groups/ID` and `/api/v1/groups/ID/history` (ID percent-encoded).
+
+        A group whose id holds a raw "/" was always served from the unquoted rest of the
+        path; it still is, before `/history` is considered."""
+        snapshot = app.snapshot()
+        group_id = unquote(rest, errors="strict")
+        detail = api.group_detail(snapshot, group_id)
+        if detail is not None:
+            self._json(200, detail, head)
+            return
+        if rest.endswith(_HISTORY_SUFFIX):
+            encoded = rest[: -len(_HISTORY_SUFFIX)]
+            if "/" not in encoded:
+                history_of = unquote(encoded, errors="strict")
+                if snapshot.group(history_of) is not None:
+                    self._json(200, console_api.group_history(app.history, history_of), head)
+                    return
+                group_id = history_of
+        self._json(404, {"error": "unknown group", "group": group_id}, head)
+
+    def _cached(self, cache: _Encoded, key: object, build: Callable[[], Any], head: bool) -> None:
+        body, gzipped = cache.get(key, build, accepts_gzip(self.headers.get("Accept-Encoding")))
+        headers = {"Vary": "Accept-Encoding"}
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
+        self._send(200, _JSON, [body], head, headers)
+
+    def _page(self, code: int, body: bytes, head: bool) -> None:
+        self._send(code, _HTML, [body], head, PAGE_HEADERS)
+
+    def _static(self, name: str, head: bool) -> None:
+        found = static_file(name)
+        if found is None:
+            self._json(404, {"error": "not found", "path": "/static/" + name}, head)
+            return
+        headers = {"ETag": found.etag, "Cache-Control": "no-cache", **PAGE_HEADERS}
+        if self.headers.get("If-None-Match") == found.etag:
+            self._send(304, found.content_type, [], head, headers, length=False)
+        else:
+            self._send(200, found.content_type, [found.body], head, headers)
+
+    def _stream(self, app: ExporterHttpServer, head: bool) -> None:
+        try:
+            wanted = _record_filter(self.path.partition("?")[2])
+        except ValueError as error:
+            self._json(400, {"error": f"bad filter: {error}"}, head)
+            return
+        if head:
+            self._send(200, "text/event-stream", [], head, length=False)
+            return
+        if not app.streams.reserve():
+            self._json(503, {"error": "too many event streams, retry"}, False, {"Retry-After": "5"})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Accel-Buffering", "no")
+        self.send_header("Connection", "close")
+        for name, value in app.web_config.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        connection = self.connection
+        self.server.detach(connection)
+        if not app.streams.start(connection, wanted):
+            # the last slot went to another stream meanwhile: end this one (the browser retries)
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
 
     def _metrics(self, app: ExporterHttpServer, head: bool) -> None:
         gzip = accepts_gzip(self.headers.get("Accept-Encoding"))
@@ -331,7 +510,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(
         self, code: int, body: Any, head: bool, headers: dict[str, str] | None = None
     ) -> None:
-        self._send(code, _JSON, [api.to_json(body)], head, headers)
+        encoded = api.to_json(body)
+        if len(encoded) >= _GZIP_MIN and accepts_gzip(self.headers.get("Accept-Encoding")):
+            headers = {**(headers or {}), "Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+            encoded = gzip.compress(encoded, 5)
+        self._send(code, _JSON, [encoded], head, headers)
 
     def _send(
         self,
@@ -340,12 +523,16 @@ class _Handler(BaseHTTPRequestHandler):
         chunks: list[bytes] | tuple[bytes, ...],
         head: bool,
         headers: dict[str, str] | None = None,
+        length: bool = True,
     ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(sum(len(c) for c in chunks)))
-        self.send_header("Cache-Control", "no-store")
-        for name, value in (headers or {}).items():
+        if length:
+            self.send_header("Content-Length", str(sum(len(c) for c in chunks)))
+        extra = headers or {}
+        if "Cache-Control" not in extra:
+            self.send_header("Cache-Control", "no-store")
+        for name, value in extra.items():
             self.send_header(name, value)
         for name, value in self.server.app.web_config.headers.items():
             self.send_header(name, value)
@@ -368,6 +555,10 @@ class ExporterHttpServer:
     prometheus_client's process collector) is appended to /metrics, uncached. `web_config`
     adds TLS and basic auth (see `exporter.web_config`); `workers`, `queue_size` and
     `request_timeout` bound what clients can take (see the module docstring).
+
+    The console reads `history` (filled by the main loop after each snapshot) and streams
+    what the main loop appends to `live`; without them it shows no history and no records.
+    `max_streams` bounds the live event streams open at once.
     """
 
     def __init__(
@@ -380,6 +571,9 @@ class ExporterHttpServer:
         workers: int = DEFAULT_WORKERS,
         queue_size: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        history: ConsoleHistory | None = None,
+        live: LiveRecords | None = None,
+        max_streams: int = DEFAULT_MAX_STREAMS,
     ) -> None:
         if workers < 2:
             raise ValueError("the HTTP server needs at least 2 workers")
@@ -394,6 +588,11 @@ class ExporterHttpServer:
         self.queue_size = queue_size if queue_size is not None else 8 * workers
         self.request_timeout = request_timeout
         self.api_slots = threading.BoundedSemaphore(max(1, workers // 2))
+        self.history = history if history is not None else ConsoleHistory()
+        self.live = live if live is not None else LiveRecords()
+        self.streams = Streams(self.live, limit=max_streams, write_timeout_s=request_timeout)
+        self.groups_json = _Encoded()
+        self.sparklines_json = _Encoded()
         #: connections refused because the queue was full, failed TLS handshakes, 401s
         self.rejected = 0
         self.tls_failures = 0
@@ -406,6 +605,19 @@ class ExporterHttpServer:
 
     def stats(self) -> PipelineStats:
         return self.collector.source()[1]
+
+    def health(self) -> dict[str, Any]:
+        """The body of /api/v1/health."""
+        snapshot, stats = self.collector.source()
+        http = {
+            "workers": self.workers,
+            "queued": self.queued,
+            "rejected": self.rejected,
+            "unauthorized": self.unauthorized,
+            "tls_failures": self.tls_failures,
+        }
+        now_ms = time.time_ns() // 1_000_000
+        return console_api.health(stats, snapshot, now_ms, self.streams.figures(), http)
 
     @property
     def port(self) -> int:
@@ -434,6 +646,8 @@ class ExporterHttpServer:
         if self._server is not None:
             raise RuntimeError("server already started")
         self._server = _Server((self.host, self.requested_port), self)
+        # a stopped server's streams stay stopped: a restarted one gets a fresh budget
+        self.streams = Streams(self.live, self.streams.limit, write_timeout_s=self.request_timeout)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.25},
@@ -448,6 +662,7 @@ class ExporterHttpServer:
         if server is None:
             return
         server.shutdown()
+        self.streams.stop(timeout)
         server.server_close()
         if thread is not None:
             thread.join(timeout)

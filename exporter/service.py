@@ -54,6 +54,8 @@ class ExporterService:
             web_config=load_web_config(cfg.web_config) if cfg.web_config else None,
             workers=cfg.http_workers,
             request_timeout=cfg.http_request_timeout_s,
+            history=self.exporter.console_history,
+            live=self.exporter.live,
         )
 
     def _latest(self) -> tuple[Snapshot, PipelineStats]:
