@@ -36,7 +36,8 @@ DESCRIBE_EPILOG = f"""\
 examples:
   # per partition: CURRENT-OFFSET, LOG-END-OFFSET, LAG and the owning member
   offsetwatch groups describe payments --bootstrap-server broker1:9092
-  # every group, with lag in seconds and status from a running `offsetwatch export`
+  # every group, with lag in seconds, status and (when not OK) the diagnosis: cause,
+  # suspect members, reason (docs/diagnosis.md), from a running `offsetwatch export`
   offsetwatch groups describe --all-groups --exporter http://localhost:9380
   # members and their assignments; coordinator, state, type and epoch
   offsetwatch groups describe payments --members
@@ -100,7 +101,8 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     describe.add_argument(
         "--exporter",
         metavar="URL",
-        help="a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS",
+        help="a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS, "
+        "and a group's cause and reason when it is not OK",
     )
     _add_format(describe)
     add_connection(describe)

@@ -114,8 +114,22 @@ def group_total(report: GroupReport) -> str:
     state = report.info.state if report.info else "state unknown"
     return (
         f"group {report.group_id}: {len(report.rows)} partitions, total lag "
-        f"{report.total_lag}, {state}\n"
+        f"{report.total_lag}, {state}\n{diagnosis_line(report)}"
     )
+
+
+def diagnosis_line(report: GroupReport) -> str:
+    """`STALL, cause stuck_member: <reason>` from the exporter's diagnosis, when it has one."""
+    diagnosis = report.exporter.get("diagnosis")
+    if not isinstance(diagnosis, dict) or not diagnosis.get("cause"):
+        return ""
+    line = f"{diagnosis.get('status')}, cause {diagnosis['cause']}: {diagnosis.get('reason')}"
+    catch_up = diagnosis.get("catch_up_seconds")
+    if isinstance(catch_up, int | float) and catch_up > 0:
+        line += f" (caught up in about {catch_up:.0f} s at the current rate)"
+    elif diagnosis.get("falling_behind"):
+        line += " (falling behind)"
+    return line + "\n"
 
 
 MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
@@ -187,6 +201,8 @@ def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
         "generation": report.exporter.get("generation"),
         "assignment_epoch": report.exporter.get("assignment_epoch"),
         "status": report.exporter.get("status"),
+        "cause": (report.exporter.get("diagnosis") or {}).get("cause"),
+        "diagnosis": report.exporter.get("diagnosis"),
         "total_lag": report.total_lag,
         "members": [
             dict(zip(map(json_key, MEMBERS_HEADER), row, strict=True))
