@@ -4,7 +4,9 @@ Writes messages to data topics (so log-end offsets move) and real-format
 `__consumer_offsets` records (made by `RecordFactory`) for one group per behaviour the
 exporter must tell apart: healthy, lagging, stalled, stopped, rewound, deleted, an idle but
 caught-up consumer, a KIP-848 consumer group and a transactional committer (optionally one
-aborted transaction in three, whose offsets must never count).
+aborted transaction in three, whose offsets must never count); and two the diagnosis must
+explain: one member of three that stops progressing while the other two go on, and a group in
+a rebalance storm (an instance that crashes and rejoins every few seconds).
 """
 
 from __future__ import annotations
@@ -55,7 +57,18 @@ DEFAULT_PLANS: Final = (
     GroupPlan("audit-idle", "idle", "audit-log", "OK: idle topic, caught up"),
     GroupPlan("kip848-consumers", "kip848", "orders", "KIP-848 group, OK"),
     GroupPlan("txn-processor", "transactional", "payments", "OK; aborted txns ignored"),
+    GroupPlan(
+        "orders-enricher",
+        "stuck-member",
+        "orders",
+        "STALL, stuck_member: enricher-2 (p 2, 5)",
+    ),
+    GroupPlan("search-indexer", "storm", "payments", "STALL, rebalance_storm"),
 )
+
+#: the storm group rebalances this often (seconds): 6 per minute, a storm in the demo's
+#: 30 s window (5 rebalances) and in the default 10 minute one
+STORM_PERIOD_S: Final = 5
 
 
 @dataclass(slots=True)
@@ -64,6 +77,9 @@ class _GroupRun:
     consumed: dict[int, float] = field(default_factory=dict)
     deleted: bool = False
     txn_count: int = 0
+    generation: int = 1
+    #: when the storm group rebalances next (seconds since start)
+    next_rejoin: float = STORM_PERIOD_S
 
 
 @dataclass(slots=True)
@@ -167,6 +183,12 @@ class ClusterSimulator:
                    ((plan.topic, tuple(p for p in range(n) if p % 2 == i)),))
             for i in range(min(2, n))
         ]  # fmt: skip
+        if plan.behaviour == "stuck-member":
+            members = [
+                Member(f"enricher-{i}-{plan.group}", f"enricher-{i}", f"/10.1.2.{i + 5}",
+                       ((plan.topic, tuple(p for p in range(n) if p % 3 == i)),))
+                for i in range(3)
+            ]  # fmt: skip
         if not run.consumed:
             run.consumed = {p: float(ends[p]) for p in range(n)}
             if plan.behaviour == "kip848":
@@ -179,6 +201,9 @@ class ClusterSimulator:
                     plan.group, [self.factory.classic_group(plan.group, 1, members, now_ms)]
                 )
         behaviour = plan.behaviour
+        if behaviour == "storm" and age >= run.next_rejoin:
+            run.next_rejoin = age + STORM_PERIOD_S
+            self._rejoin(run, members, now_ms)
         if behaviour == "stopped" and age > 5:
             return
         if behaviour == "deleted" and age > 30:
@@ -190,6 +215,8 @@ class ClusterSimulator:
             elif behaviour == "lagging":
                 topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
                 run.consumed[p] = min(float(ends[p]), run.consumed[p] + 0.5 * topic_rate)
+            elif behaviour == "stuck-member" and p % 3 != 2:
+                run.consumed[p] = float(ends[p])
             elif behaviour == "rewind":
                 # an offset reset every minute, then re-processing faster than production
                 topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
@@ -197,7 +224,7 @@ class ClusterSimulator:
                     run.consumed[p] = max(0.0, ends[p] - 60 * topic_rate)
                 else:
                     run.consumed[p] = min(float(ends[p]), run.consumed[p] + 1.5 * topic_rate)
-            # "stalled": committed offset never moves
+            # "stalled", "storm" and the stuck member's partitions: the offset never moves
         commits = [
             self.factory.commit(plan.group, plan.topic, p, int(run.consumed[p]), now_ms)
             for p in range(n)
@@ -206,6 +233,24 @@ class ClusterSimulator:
             self._commit_transactionally(run, commits, now_ms, n)
             return
         self._write(plan.group, commits)
+
+    def _rejoin(self, run: _GroupRun, members: list[Member], now_ms: int) -> None:
+        """A crash-looping instance: it joins (new member id) and is gone the next time, each
+        a new generation; its partitions move back and forth and nothing is consumed."""
+        run.generation += 1
+        flapping = run.generation % 2 == 0
+        if flapping:
+            crashing = Member(
+                f"indexer-crashy-{run.generation}",
+                "indexer-crashy",
+                "/10.1.3.9",
+                ((run.plan.topic, ()),),
+            )
+            members = [*members, crashing]
+        self._write(
+            run.plan.group,
+            [self.factory.classic_group(run.plan.group, run.generation, members, now_ms)],
+        )
 
     def delete_group(self, group: str) -> None:
         """Delete a group now, as `kafka-consumer-groups --delete` does: tombstones for its

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 Start librdkafka's mock Kafka cluster in this process, create data topics with producers, and
 simulate consumer groups that behave well and badly (healthy, lagging, stalled, stopped,
-rewound, deleted, idle, a KIP-848 consumer group, a transactional committer) by writing
-real-format __consumer_offsets records. Then run the exporter on it, serve /metrics and the
-JSON API, and show a live table of groups, lag, lag in seconds and status. No Kafka needed.
+rewound, deleted, idle, a KIP-848 consumer group, a transactional committer, one member of
+three stuck, a rebalance storm) by writing real-format __consumer_offsets records. Then run the
+exporter on it, serve /metrics and the JSON API, and show a live table of groups, lag, lag in
+seconds, status and the diagnosed cause. No Kafka needed.
 """
 
 EPILOG = """\
@@ -31,6 +32,7 @@ examples:
 
   curl -s localhost:9380/metrics | grep offsetwatch_group_status
   curl -s localhost:9380/api/v1/groups/reports-lagging
+  curl -s localhost:9380/api/v1/groups/orders-enricher   # "diagnosis": cause, suspects
 
   # the demo archives every record (and log-end samples) for the Spark jobs:
   offsetwatch demo --archive-dir /tmp/ow-archive --duration 300
@@ -110,6 +112,7 @@ def build_rows(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> list[list[st
                 str(group.total_lag) if snapshot.ready else "-",
                 f"{lag_s:.1f}" if snapshot.ready and not math.isnan(lag_s) else "-",
                 group.status.name if snapshot.ready else "warming up",
+                _cause(group) if snapshot.ready else "",
                 f"{group.commit_rate:.1f}",
                 expected.get(view.group_id, ""),
             ]
@@ -117,7 +120,28 @@ def build_rows(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> list[list[st
     return rows
 
 
-HEADERS = ["group", "kind", "state", "members", "lag", "lag s", "status", "commits/s", "expected"]
+HEADERS = [
+    "group",
+    "kind",
+    "state",
+    "members",
+    "lag",
+    "lag s",
+    "status",
+    "cause",
+    "commits/s",
+    "expected",
+]
+
+
+def _cause(group: Any) -> str:
+    """The diagnosis in a few words: the cause and the suspects' client ids."""
+    diagnosis = group.diagnosis
+    if diagnosis.cause is None:
+        return ""
+    who = sorted({suspect.client_id for suspect in diagnosis.suspects})
+    shown = ", ".join(who[:2]) + (f" +{len(who) - 2}" if len(who) > 2 else "")
+    return f"{diagnosis.cause.value}: {shown}" if shown else str(diagnosis.cause.value)
 
 
 def _rich_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...], url: str, elapsed: float) -> Any:
