@@ -9,23 +9,33 @@ Why a module of its own:
   shipped with `addPyFile`, so pickled functions and executor-side imports resolve there. The C
   accelerator cannot load from a zip; executors then decode with the pure-Python path.
 * Quiet logs and UTC: every timestamp in the lake is epoch ms or a UTC date.
+* A quiet start unless `quiet=False` (`--verbose`): the driver JVM logs with
+  log4j2-quiet.properties from its first line, in local mode binds to the loopback address
+  (Spark's hostname warning is about choosing another one), and the JVM's notice about the
+  incubator module Spark always adds (no JVM option silences it) is dropped from its stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+QUIET_LOG4J: Final = Path(__file__).with_name("log4j2-quiet.properties")
+#: JVM start-up lines that no option turns off: dropped from the driver's stderr when quiet
+_JVM_NOTICES: Final = (b"WARNING: Using incubator modules:",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +50,8 @@ class SparkSettings:
     #: None: ship the package to executors unless the master is plain local mode
     ship_package: bool | None = None
     shuffle_partitions: int | None = None
+    #: False: Spark's start-up messages as Spark prints them (`--verbose`)
+    quiet: bool = True
 
     @property
     def is_local(self) -> bool:
@@ -83,22 +95,12 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    options = _options(settings)
     builder = SparkSession.builder
-    if not (under_spark_submit() and settings.master == DEFAULT_MASTER):
-        # under spark-submit, its --master (and --py-files) rule unless --master was given
-        builder = builder.master(settings.master)
-    builder = (
-        builder.appName(settings.app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    )
-    if settings.is_local and not under_spark_submit():
-        builder = builder.config("spark.ui.enabled", "false")
-    if settings.shuffle_partitions is not None:
-        builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-    for key, value in settings.conf.items():
+    for key, value in options.items():
         builder = builder.config(key, value)
+    if settings.quiet and not under_spark_submit():
+        _start_quiet_jvm(options, loopback=settings.is_local)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
     if settings.should_ship() and not under_spark_submit():
@@ -106,6 +108,77 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
         spark.sparkContext.addPyFile(str(build_package_zip(staging)))
     register_data_sources(spark)
     return spark
+
+
+def _options(settings: SparkSettings) -> dict[str, str]:
+    """The session's Spark properties, in the order they are applied (later wins)."""
+    options: dict[str, str] = {}
+    if not (under_spark_submit() and settings.master == DEFAULT_MASTER):
+        # under spark-submit, its --master (and --py-files) rule unless --master was given
+        options["spark.master"] = settings.master
+    options["spark.app.name"] = settings.app_name
+    options["spark.sql.session.timeZone"] = "UTC"
+    options["spark.ui.showConsoleProgress"] = "false"
+    options["spark.sql.sources.partitionOverwriteMode"] = "dynamic"
+    if settings.is_local and not under_spark_submit():
+        options["spark.ui.enabled"] = "false"
+    if settings.shuffle_partitions is not None:
+        options["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
+    options.update(settings.conf)
+    if settings.quiet:
+        # the user's own driver options come after ours, so their -D settings win
+        java = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
+        user = settings.conf.get("spark.driver.extraJavaOptions", "").strip()
+        options["spark.driver.extraJavaOptions"] = f"{java} {user}".strip()
+    return options
+
+
+def _start_quiet_jvm(options: Mapping[str, str], loopback: bool) -> None:
+    """Start the driver JVM as the builder would, with its stderr passed on through a filter
+    (pyspark's `popen_kwargs`, meant for this). A JVM that already runs is left alone: its
+    start-up is over."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf().setAll(list(options.items()))
+    with _local_ip("127.0.0.1" if loopback else None):
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+            conf, popen_kwargs={"stderr": subprocess.PIPE}
+        )
+    # where the JVM's stderr would have gone: this process's file descriptor 2
+    target = os.fdopen(os.dup(2), "wb")
+    threading.Thread(
+        target=_pass_on, args=(gateway.proc.stderr, target), name="spark-stderr", daemon=True
+    ).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+@contextlib.contextmanager
+def _local_ip(address: str | None) -> Iterator[None]:
+    """SPARK_LOCAL_IP for the JVM about to start, unless the operator chose one. In local mode
+    nothing outside this host talks to the driver; on a cluster the executors must reach it,
+    so Spark's own choice (and its warning) stays."""
+    if address is None or "SPARK_LOCAL_IP" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_IP"] = address
+    try:
+        yield
+    finally:
+        del os.environ["SPARK_LOCAL_IP"]
+
+
+def _pass_on(source: IO[bytes], target: IO[bytes]) -> None:
+    """The JVM's stderr, line by line, without the notices nothing else turns off; drained to
+    the end so the JVM never blocks on a full pipe, whatever happens to `target`."""
+    for line in iter(source.readline, b""):
+        if line.startswith(_JVM_NOTICES):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            target.write(line)
+            target.flush()
 
 
 def register_data_sources(spark: SparkSession) -> None:

@@ -44,6 +44,8 @@ def test_user_folders_are_subpackages(wheel_names: list[str]) -> None:
         "offsetwatch/decoder/offsetwatch_record.avsc",
         "offsetwatch/exporter/daemon.py",
         "offsetwatch/spark_jobs/__init__.py",
+        "offsetwatch/spark_jobs/log4j2-quiet.properties",
+        "offsetwatch/core/status.py",
         "offsetwatch/cli.py",
     ):
         assert module in wheel_names

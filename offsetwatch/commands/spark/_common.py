@@ -41,6 +41,12 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="zip offsetwatch and send it to the executors (default: on unless local mode)",
     )
+    group.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's start-up messages (log4j profile, hostname and native library "
+        "warnings), hidden by default",
+    )
 
 
 def settings_from_args(args: argparse.Namespace, app_name: str) -> SparkSettings:
@@ -65,6 +71,7 @@ def settings_from_args(args: argparse.Namespace, app_name: str) -> SparkSettings
         conf=conf,
         ship_package=args.ship_package,
         shuffle_partitions=shuffle,
+        quiet=not args.verbose,
     )
 
 

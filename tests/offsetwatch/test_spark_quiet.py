@@ -1,0 +1,90 @@
+"""`offsetwatch spark ...` starts quietly: the JVM's and Spark's start-up lines appear only
+with --verbose. A real command in a child process, since they come from the JVM it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.spark
+
+#: what Spark 4 prints before any output of ours when left to its defaults
+LOG4J_PROFILE = "Using Spark's default log4j profile"
+NATIVE_CODE = "NativeCodeLoader: Unable to load native-hadoop library"
+HOSTNAME = "resolves to a loopback address"
+LOCAL_IP = "Set SPARK_LOCAL_IP"
+LOG_LEVEL = "Setting default log level"
+INCUBATOR = "WARNING: Using incubator modules"
+BANNERS = (LOG4J_PROFILE, NATIVE_CODE, HOSTNAME, LOCAL_IP, LOG_LEVEL, INCUBATOR)
+
+
+def _hostname_is_loopback() -> bool:
+    """Spark warns about the hostname only where it resolves to a loopback address."""
+    try:
+        return socket.gethostbyname(socket.gethostname()).startswith("127.")
+    except OSError:
+        return False
+
+
+def _history(tmp_path: Path) -> Path:
+    commit = {
+        "type": "offset_commit",
+        "key_type": 1,
+        "value_version": 3,
+        "tombstone": False,
+        "newer_version": False,
+        "partition": 0,
+        "offset": 0,
+        "timestamp": 1_767_225_600_000,
+        "group": "g",
+        "key": {"group": "g", "topic": "orders", "partition": 0},
+        "value": {
+            "offset": 42,
+            "leader_epoch": -1,
+            "metadata": "",
+            "commit_timestamp": 1_767_225_600_000,
+            "expire_timestamp": -1,
+            "topic_id": "AAAAAAAAAAAAAAAAAAAAAA",
+        },
+    }
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps(commit) + "\n", encoding="utf-8")
+    return path
+
+
+def test_spark_start_up_lines_only_with_verbose(tmp_path: Path) -> None:
+    history = _history(tmp_path)
+    argv = [sys.executable, "-m", "offsetwatch.cli", "spark", "offsets-at"]
+    argv += ["--input", str(history), "--group", "g", "--time", "2026-01-02T00:00:00Z"]
+    argv += ["--master", "local[1]"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    # both JVMs start at once: each mostly waits for its own start-up
+    runs = {
+        verbose: subprocess.Popen(
+            argv + (["--verbose"] if verbose else []),
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for verbose in (False, True)
+    }
+    done = {verbose: process.communicate(timeout=300) for verbose, process in runs.items()}
+    for verbose, (out, err) in done.items():
+        assert runs[verbose].returncode == 0, err
+        assert out == "orders,0,42\n"
+    quiet_err, verbose_err = done[False][1], done[True][1]
+    assert not any(banner in quiet_err for banner in BANNERS), quiet_err
+    expected = [LOG4J_PROFILE, NATIVE_CODE, LOG_LEVEL, INCUBATOR]
+    if _hostname_is_loopback():
+        expected += [HOSTNAME, LOCAL_IP]
+    assert [b for b in expected if b not in verbose_err] == [], verbose_err
