@@ -47,6 +47,7 @@ from typing import IO, Any, Final
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
+from offsetwatch.decoder import contract as c
 from offsetwatch.decoder.canonical import is_valid_utf8, scrub_text
 from offsetwatch.decoder.consumer_protocol import (
     ConsumerProtocolAssignment,
@@ -65,7 +66,7 @@ from offsetwatch.decoder.registry import OWN_TYPES, RECORD_TYPES
 
 NAMESPACE: Final = "offsetwatch"
 TOP_NAME: Final = "CanonicalRecord"
-UNKNOWN_TYPE: Final = "unknown"
+UNKNOWN_TYPE: Final = c.UNKNOWN_TYPE
 UNKNOWN_KEY: Final = "UnknownKey"
 UNKNOWN_VALUE: Final = "UnknownValue"
 UNKNOWN_TAG: Final = "UnknownTag"
@@ -107,23 +108,35 @@ _VERSIONED: Final = (ConsumerProtocolSubscription, ConsumerProtocolAssignment)
 _CANDIDATE_CODECS: Final = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")
 
 _TOP_FIELDS: Final = (
-    ("type", "string", "record type name (`offset_commit`, ..., `unknown`)"),
-    ("key_type", "int", "the int16 key type K of __consumer_offsets; -1 for a log-end sample"),
+    (c.TYPE, "string", "record type name (`offset_commit`, ..., `unknown`)"),
+    (c.KEY_TYPE, "int", "the int16 key type K of __consumer_offsets; -1 for a log-end sample"),
     (
-        "value_version",
+        c.VALUE_VERSION,
         ["null", "int"],
         "the int16 value version; null for a tombstone or unknown type",
     ),
-    ("tombstone", "boolean", "true when the value is null (a deletion)"),
-    ("newer_version", "boolean", "value version above what the decoder knows"),
-    ("partition", "int", "partition of __consumer_offsets; -1 for a log-end sample"),
-    ("offset", "long", "offset in that partition; a log-end sample's own id"),
-    ("timestamp", "long", "record timestamp, epoch milliseconds"),
+    (c.TOMBSTONE, "boolean", "true when the value is null (a deletion)"),
+    (c.NEWER_VERSION, "boolean", "value version above what the decoder knows"),
+    (c.PARTITION, "int", "partition of __consumer_offsets; -1 for a log-end sample"),
+    (c.OFFSET, "long", "offset in that partition; a log-end sample's own id"),
+    (c.TIMESTAMP, "long", "record timestamp, epoch milliseconds"),
     (
-        "group",
+        c.GROUP,
         ["null", "string"],
         "the group id; null for unknown record types and log-end samples",
     ),
+)
+#: envelope fields after `key` and `value`, added in schema version 2 (with defaults, so
+#: files and bodies of version 1 still read)
+_LATER_FIELDS: Final = (
+    (
+        c.TRANSACTION,
+        ["null", "string"],
+        None,
+        "committed, aborted or pending: the outcome of the record's transaction where the "
+        "writer knows it; null otherwise",
+    ),
+    (c.SCHEMA, "int", c.FIRST_SCHEMA_VERSION, "the canonical record's schema version"),
 )
 
 
@@ -252,8 +265,9 @@ def own_value_classes() -> tuple[type, ...]:
     return tuple(dict.fromkeys(c for t in OWN_TYPES for c in t.value_classes))
 
 
-def avro_schema() -> dict[str, Any]:
-    """The Avro schema of `offsetwatch.CanonicalRecord`, generated from the layouts."""
+def avro_schema(version: int = c.SCHEMA_VERSION) -> dict[str, Any]:
+    """The Avro schema of `offsetwatch.CanonicalRecord`, generated from the layouts;
+    `version`: of an older schema version (what earlier offsetwatch releases wrote)."""
     builder = _SchemaBuilder()
     fields: list[dict[str, Any]] = [
         {"name": name, "type": avro_type, "doc": doc} for name, avro_type, doc in _TOP_FIELDS
@@ -269,6 +283,11 @@ def avro_schema() -> dict[str, Any]:
     fields.append(
         {"name": "value", "type": values, "doc": "the value fields; null for a tombstone"}
     )
+    if version >= c.SCHEMA_VERSION:
+        fields.extend(
+            {"name": name, "type": avro_type, "default": default, "doc": doc}
+            for name, avro_type, default, doc in _LATER_FIELDS
+        )
     return {
         "type": "record",
         "name": TOP_NAME,
@@ -419,6 +438,8 @@ class AvroCodec:
     _plans_by_name: dict[str, _Plan] = field(init=False, repr=False)
     _canonical_form: str = field(init=False, repr=False)
     _buffer: io.BytesIO = field(init=False, repr=False, default_factory=io.BytesIO)
+    #: the parsed schema of version 1, made when a body of that version first arrives
+    _first_version: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.schema = avro_schema()
@@ -505,19 +526,39 @@ class AvroCodec:
         return buffer.getvalue()
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        """The canonical dict of one schemaless Avro body written with this schema."""
+        """The canonical dict of one schemaless Avro body written with this schema, or with
+        the schema of version 1 (earlier releases' republished topics): a version-1 body
+        ends where version 2 has two more fields, so it cannot pass for one."""
         source = io.BytesIO(data)
         try:
             record = fastavro.schemaless_reader(source, self._parsed, None)
+        except EOFError:
+            record = self._decode_first_version(data)
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError) as error:
+            raise AvroError(f"not an Avro {TOP_NAME}: {error!r}{_framing_hint(data)}") from error
+        else:
+            if source.tell() != len(data):
+                raise AvroError(
+                    f"{len(data) - source.tell()} bytes after the Avro {TOP_NAME}"
+                    f"{_framing_hint(data)}"
+                )
+        if not isinstance(record, dict):
+            raise AvroError(f"not an Avro {TOP_NAME}")
+        return self.from_avro_dict(record)
+
+    def _decode_first_version(self, data: bytes) -> Any:
+        if self._first_version is None:
+            self._first_version = fastavro.parse_schema(avro_schema(c.FIRST_SCHEMA_VERSION))
+        source = io.BytesIO(data)
+        try:
+            record = fastavro.schemaless_reader(source, self._first_version, self._parsed)
         except (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowError) as error:
             raise AvroError(f"not an Avro {TOP_NAME}: {error!r}{_framing_hint(data)}") from error
         if source.tell() != len(data):
             raise AvroError(
                 f"{len(data) - source.tell()} bytes after the Avro {TOP_NAME}{_framing_hint(data)}"
             )
-        if not isinstance(record, dict):
-            raise AvroError(f"not an Avro {TOP_NAME}")
-        return self.from_avro_dict(record)
+        return record
 
     # -- Confluent Schema Registry framing ----------------------------------------------------
 

@@ -13,6 +13,10 @@ and the Spark jobs:
     key             the key fields, snake_case
     value           the value fields, snake_case (all of them: a field absent from the
                     record's version holds its default), or null for a tombstone
+    transaction     committed / aborted / pending where the writer knows it, else null
+    schema_version  the contract's version (`contract.SCHEMA_VERSION`)
+
+The field names and the transaction rule are `contract`'s.
 
 Bytes are kept as `bytes` in the dict (Avro writes them natively) and become standard base64
 in JSON. Classic members of a "consumer" group also carry `subscription_decoded` /
@@ -26,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from offsetwatch.decoder import contract as c
 from offsetwatch.decoder.consumer_protocol import ConsumerProtocol
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.layout import field_layouts
@@ -78,20 +83,24 @@ class Canonical:
 
     protocol: ConsumerProtocol = field(default_factory=ConsumerProtocol)
 
-    def to_dict(self, record: AnyRecord) -> dict[str, Any]:
+    def to_dict(self, record: AnyRecord, transaction: str | None = None) -> dict[str, Any]:
+        """The canonical dict; `transaction`: the outcome of the record's transaction where
+        the caller knows it (`contract.OUTCOMES`; segment files tell it)."""
         if not isinstance(record, Record):
             return {
-                "type": "unknown",
-                "key_type": record.key_type,
-                "value_version": None,
-                "tombstone": record.value is None,
-                "newer_version": False,
-                "partition": record.partition,
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-                "group": None,
-                "key": {"raw": record.key},
-                "value": None if record.value is None else {"raw": record.value},
+                c.TYPE: c.UNKNOWN_TYPE,
+                c.KEY_TYPE: record.key_type,
+                c.VALUE_VERSION: None,
+                c.TOMBSTONE: record.value is None,
+                c.NEWER_VERSION: False,
+                c.PARTITION: record.partition,
+                c.OFFSET: record.offset,
+                c.TIMESTAMP: record.timestamp,
+                c.GROUP: None,
+                c.KEY: {"raw": record.key},
+                c.VALUE: None if record.value is None else {"raw": record.value},
+                c.TRANSACTION: transaction,
+                c.SCHEMA: c.SCHEMA_VERSION,
             }
         value: dict[str, Any] | None = None
         if record.value is not None:
@@ -99,17 +108,19 @@ class Canonical:
             if isinstance(record.value, GroupMetadataValue):
                 self._add_decoded_blobs(record.value, value)
         return {
-            "type": RECORD_TYPES[record.key_type].name,
-            "key_type": record.key_type,
-            "value_version": record.value_version,
-            "tombstone": record.value is None,
-            "newer_version": record.newer_than_known,
-            "partition": record.partition,
-            "offset": record.offset,
-            "timestamp": record.timestamp,
-            "group": group_of(record),
-            "key": struct_dict(record.key),
-            "value": value,
+            c.TYPE: RECORD_TYPES[record.key_type].name,
+            c.KEY_TYPE: record.key_type,
+            c.VALUE_VERSION: record.value_version,
+            c.TOMBSTONE: record.value is None,
+            c.NEWER_VERSION: record.newer_than_known,
+            c.PARTITION: record.partition,
+            c.OFFSET: record.offset,
+            c.TIMESTAMP: record.timestamp,
+            c.GROUP: group_of(record),
+            c.KEY: struct_dict(record.key),
+            c.VALUE: value,
+            c.TRANSACTION: transaction,
+            c.SCHEMA: c.SCHEMA_VERSION,
         }
 
     def _add_decoded_blobs(self, group: GroupMetadataValue, value: dict[str, Any]) -> None:
@@ -130,15 +141,17 @@ class Canonical:
             except DecodeError:
                 pass
 
-    def to_json(self, record: AnyRecord) -> str:
-        return dumps(self.to_dict(record))
+    def to_json(self, record: AnyRecord, transaction: str | None = None) -> str:
+        return dumps(self.to_dict(record, transaction))
 
 
 def identity_key(record: AnyRecord) -> bytes:
     """The republished record's key: its type plus key fields, so compaction keeps the latest."""
     if not isinstance(record, Record):
-        return dumps({"type": "unknown", "key_type": record.key_type, "raw": record.key}).encode()
-    ident = {"type": RECORD_TYPES[record.key_type].name, **struct_dict(record.key)}
+        return dumps(
+            {c.TYPE: c.UNKNOWN_TYPE, c.KEY_TYPE: record.key_type, "raw": record.key}
+        ).encode()
+    ident = {c.TYPE: RECORD_TYPES[record.key_type].name, **struct_dict(record.key)}
     # raw bytes of invalid UTF-8 stay in the key: two different corrupt ids must not collide
     return _raw_dumps(ident).encode("utf-8", "surrogateescape")
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from offsetwatch.decoder import contract as c
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch.decoder.registry import LOG_END_KEY_TYPE
 
-LOG_END_TYPE: Final = "log_end"
+LOG_END_TYPE: Final = c.LOG_END_TYPE
 #: the envelope `partition` of every sample: no partition of `__consumer_offsets`
 SAMPLE_PARTITION: Final = -1
 #: ids per millisecond: a sample id is `sampled_at_ms * IDS_PER_MS + n`, which fits an int64
@@ -46,21 +47,23 @@ def log_end_record(
 ) -> dict[str, Any]:
     """The canonical dict of one log-end sample (same fields as every canonical record)."""
     return {
-        "type": LOG_END_TYPE,
-        "key_type": LOG_END_KEY_TYPE,
-        "value_version": 0,
-        "tombstone": False,
-        "newer_version": False,
-        "partition": SAMPLE_PARTITION,
-        "offset": sample_id,
-        "timestamp": sampled_at_ms,
-        "group": None,
-        "key": {"topic": topic, "partition": partition},
-        "value": {"log_end_offset": log_end_offset, "sampled_at_ms": sampled_at_ms},
+        c.TYPE: LOG_END_TYPE,
+        c.KEY_TYPE: LOG_END_KEY_TYPE,
+        c.VALUE_VERSION: 0,
+        c.TOMBSTONE: False,
+        c.NEWER_VERSION: False,
+        c.PARTITION: SAMPLE_PARTITION,
+        c.OFFSET: sample_id,
+        c.TIMESTAMP: sampled_at_ms,
+        c.GROUP: None,
+        c.KEY: {"topic": topic, "partition": partition},
+        c.VALUE: {"log_end_offset": log_end_offset, "sampled_at_ms": sampled_at_ms},
+        c.TRANSACTION: None,
+        c.SCHEMA: c.SCHEMA_VERSION,
     }
 
 
 def log_end_identity_key(topic: str, partition: int) -> bytes:
     """The republished sample's Kafka key, shaped like `canonical.identity_key`: a compacted
     output topic keeps the latest sample of each data partition."""
-    return dumps({"type": LOG_END_TYPE, "topic": topic, "partition": partition}).encode()
+    return dumps({c.TYPE: LOG_END_TYPE, "topic": topic, "partition": partition}).encode()

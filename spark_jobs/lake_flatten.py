@@ -21,17 +21,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from offsetwatch.decoder import contract
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.lake_group_events import GROUP_RECORD_TYPES, GroupEvent, iter_events
+from offsetwatch.spark_jobs.schema import NOT_TRANSACTIONAL, TXN_COLUMN
 
 if TYPE_CHECKING:
     from pyspark import RDD
     from pyspark.sql import Column, DataFrame, SparkSession
 
-#: optional column of a source that knows transaction outcomes (segments): committed,
-#: aborted or pending; absent, a commit is a plain one ("none")
-TXN_COLUMN: Final = "txn"
-LOG_END_TYPE: Final = "log_end"
+LOG_END_TYPE: Final = contract.LOG_END_TYPE
 
 #: the group-state table kept between incremental runs
 GROUP_STATE_SCHEMA: Final = StructType(
@@ -73,7 +72,12 @@ def flatten_commits(records: DataFrame) -> DataFrame:
     commits = _of_type(records, "offset_commit").where(F.col("group").isNotNull())
     deleted = F.col("tombstone")
     expire = field(schema, "value.expire_timestamp", LongType())
-    txn = F.col(TXN_COLUMN).cast(StringType()) if TXN_COLUMN in records.columns else F.lit("none")
+    # a source that knows outcomes has `txn`; one that does not says nothing of them
+    txn = (
+        F.col(TXN_COLUMN).cast(StringType())
+        if TXN_COLUMN in records.columns
+        else F.lit(NOT_TRANSACTIONAL)
+    )
     return commits.select(
         F.col("group").cast(StringType()).alias("group"),
         field(schema, "key.topic", StringType()).alias("topic"),
@@ -85,7 +89,7 @@ def flatten_commits(records: DataFrame) -> DataFrame:
         F.when(~deleted, field(schema, "value.commit_timestamp", LongType())).alias("commit_ts"),
         F.when(~deleted & (expire >= 0), expire).alias("expire_ts"),
         F.col("timestamp").cast(LongType()).alias("record_ts"),
-        F.coalesce(txn, F.lit("none")).alias("txn"),
+        F.coalesce(txn, F.lit(NOT_TRANSACTIONAL)).alias(TXN_COLUMN),
         F.col("partition").cast(IntegerType()).alias("source_partition"),
         F.col("offset").cast(LongType()).alias("source_offset"),
         utc_date(F.col("timestamp")).alias("date"),
@@ -146,7 +150,9 @@ _VALUE_FIELDS: Final = (
     "sampled_at_ms",
 )
 #: the record types the lake tables come from
-LAKE_RECORD_TYPES: Final = frozenset({"offset_commit", LOG_END_TYPE, *GROUP_RECORD_TYPES})
+LAKE_RECORD_TYPES: Final = frozenset(
+    {contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE, *GROUP_RECORD_TYPES}
+)
 
 
 def _narrow_fields(schema: StructType, name: str, names: tuple[str, ...]) -> list[StructField]:

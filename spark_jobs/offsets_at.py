@@ -8,8 +8,9 @@ Kafka semantics, applied to the history up to T (record timestamps, log order):
 * a group deletion (`group_deleted` in group_events) removes everything committed before it;
   a later commit starts a new group of the same name;
 * aborted transactional commits and commits of transactions still open never count (sources
-  that know the outcome, segments, say so in `txn`; the exporter's archive holds only
-  committed ones, as it reads with read_committed).
+  that know the outcome say so in `txn`: segments, and the files `decode --input segments`
+  writes, whose records carry it as `transaction`; the exporter's archive holds only
+  committed ones, as it reads with read_committed). The rule is `contract.NOT_COUNTED`.
 
 `offsets_at_from_path` reads the lake or raw canonical JSON lines (an archive directory, the
 output of `offsetwatch decode --format json`); `offsets_at` is the DataFrame function.
@@ -18,18 +19,18 @@ output of `offsetwatch decode --format json`); `offsets_at` is the DataFrame fun
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from offsetwatch.decoder import contract
 from offsetwatch.instants import epoch_or_iso_ms
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.lake_store import BOOKKEEPING
+from offsetwatch.spark_jobs.schema import TXN_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-_NOT_COMMITTED: Final = ("aborted", "pending")
 
 
 class UnknownGroupError(LookupError):
@@ -55,7 +56,9 @@ def parse_time(text: str) -> int:
 
 def committed_at(commits: DataFrame, group_events: DataFrame | None, time_ms: int) -> DataFrame:
     """`group, topic, partition, offset` rows of every group at `time_ms`, from lake frames."""
-    valid = commits.where((F.col("record_ts") <= time_ms) & ~F.col("txn").isin(*_NOT_COMMITTED))
+    valid = commits.where(
+        (F.col("record_ts") <= time_ms) & ~F.col(TXN_COLUMN).isin(*contract.NOT_COUNTED)
+    )
     position = F.struct("source_partition", "source_offset")
     latest = valid.groupBy("group", "topic", "partition").agg(
         F.max(F.struct(position.alias("pos"), "kind", "offset", "expire_ts")).alias("last")
@@ -126,13 +129,12 @@ def _raw_frames(spark: SparkSession, path: Path, group: str) -> tuple[DataFrame,
         group_records,
         split_events,
     )
-    from offsetwatch.spark_jobs.reader import read_records
-    from offsetwatch.spark_jobs.schema import records_struct
+    from offsetwatch.spark_jobs.reader import read_json_lines, read_records
     from offsetwatch.spark_jobs.sources.archive import is_avro, is_jsonl
 
     if path.is_file() and not (is_jsonl(path) or is_avro(path)):
         # e.g. `offsetwatch decode --format json > history.json`: JSON lines by another name
-        records = spark.read.schema(records_struct()).json(str(path))
+        records = read_json_lines(spark, [str(path)])
     else:
         records = read_records(spark, "archive", str(path))
     records = records.where(F.col("group") == group)

@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from offsetwatch.decoder import contract
 from offsetwatch.spark_jobs.datasource import SOURCES
 from offsetwatch.spark_jobs.lake_flatten import field, prune
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
@@ -39,14 +40,13 @@ __all__ = [
     "InputError",
     "dedupe",
     "lake_input",
+    "read_json_lines",
     "read_lake_input",
     "read_quarantine",
     "read_records",
 ]
 
 _CORRUPT: Final = "_corrupt_record"
-#: a line Spark's JSON reader parsed but that is no canonical record
-_REQUIRED: Final = ("type", "partition", "offset")
 
 
 def read_records(
@@ -172,25 +172,13 @@ def _source_reader(spark: SparkSession, source: str, options: dict[str, Any]) ->
 
 
 def _read_archive(spark: SparkSession, paths: list[str], options: dict[str, Any]) -> DataFrame:
-    from pyspark.sql import functions as F
 
     files = archive_files(paths)
     jsonl = [str(f) for f in files if is_jsonl(f)]
     avro = [str(f) for f in files if is_avro(f)]
     frames = []
     if jsonl:
-        raw = (
-            spark.read.schema(canonical_struct().add(_CORRUPT, "string"))
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", _CORRUPT)
-            .json(jsonl)
-        )
-        good = F.col(_CORRUPT).isNull()
-        for name in _REQUIRED:
-            good = good & F.col(name).isNotNull()
-        frames.append(
-            raw.where(good).drop(_CORRUPT).withColumn(TXN_COLUMN, F.lit(None).cast("string"))
-        )
+        frames.append(read_json_lines(spark, jsonl))
     if avro:
         frames.append(
             _source_reader(spark, "archive", {**options, PATHS_OPTION: json.dumps(avro)})
@@ -201,3 +189,34 @@ def _read_archive(spark: SparkSession, paths: list[str], options: dict[str, Any]
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def read_json_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    """Canonical JSON lines (archive files, `decode --format json` output under any name)
+    through Spark's native JSON reader: `records_struct()` rows, the line's `transaction` as
+    `txn`. Lines that are no record, or that `contract.problem` refuses, are left to the
+    quarantine (`read_quarantine` parses them in Python and says why)."""
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.read.schema(
+            canonical_struct().add(contract.TRANSACTION, "string").add(_CORRUPT, "string")
+        )
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", _CORRUPT)
+        .json(list(files))
+    )
+    good = F.col(_CORRUPT).isNull()
+    for name in contract.REQUIRED:
+        good = good & F.col(name).isNotNull()
+    version = F.coalesce(F.col(contract.SCHEMA), F.lit(contract.FIRST_SCHEMA_VERSION))
+    outcome = F.col(contract.TRANSACTION)
+    good = (
+        good
+        & version.between(contract.FIRST_SCHEMA_VERSION, contract.SCHEMA_VERSION)
+        & (outcome.isNull() | outcome.isin(*contract.OUTCOMES))
+    )
+    frame: DataFrame = (
+        raw.where(good).drop(_CORRUPT).withColumnRenamed(contract.TRANSACTION, TXN_COLUMN)
+    )
+    return frame

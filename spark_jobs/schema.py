@@ -46,6 +46,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.avro import NAMESPACE, avro_schema
 from offsetwatch.decoder.canonical import dumps, scrub_text
 
@@ -131,27 +132,35 @@ class _Generator:
 
 
 def _generate() -> tuple[StructType, frozenset[Path]]:
-    """(the struct, its clashing paths) of one walk of the Avro schema."""
+    """(the struct, its clashing paths) of one walk of the Avro schema; the canonical
+    `transaction` field is left out: Spark rows carry it as `txn` (`records_struct`)."""
     generator = _Generator()
     top = generator.spark_type(avro_schema(), ())
     assert isinstance(top, StructType)
+    top = StructType([f for f in top.fields if f.name != contract.TRANSACTION])
     return top, frozenset(generator.text_paths)
 
 
 def canonical_struct() -> StructType:
-    """The Spark schema of the canonical record (every source yields it)."""
+    """The Spark schema of the canonical record (every source yields it), without its
+    `transaction` field, which `records_struct` holds as `txn`."""
     return _generate()[0]
 
 
-#: the column every source adds to the canonical record: a commit's transaction outcome
+#: the Spark column of the canonical `transaction` field (the data source's and the lake's
+#: name for it since offsetwatch 0.1)
 TXN_COLUMN: Final = "txn"
+#: `txn` of a record that is known not to be transactional (segments) or whose outcome no
+#: writer knew: the lake holds this for every such commit
+NOT_TRANSACTIONAL: Final = "none"
 
 
 def records_struct() -> StructType:
     """What `read_records` and the `offsetwatch` data source yield: the canonical record plus
     `txn`, the outcome of a transactional record where the source knows it (segments:
-    "none" for a plain record, "committed", "aborted" or "pending"), null where it cannot
-    (the archive and the republished topic hold no transaction state)."""
+    "none" for a plain record; "committed", "aborted" or "pending" from the markers; files
+    written by `decode --input segments` carry it as `transaction`), null where it cannot
+    (the exporter's archive and the republished topic: the exporter reads read_committed)."""
     return canonical_struct().add(TXN_COLUMN, StringType(), True)
 
 
@@ -293,9 +302,13 @@ class CanonicalRows:
         object.__setattr__(self, "arrow", arrow_schema(self.struct))
 
     def prepare(self, canonical: dict[str, Any]) -> dict[str, Any]:
-        """The dict as the struct holds it: clashing fields as text (copied, not changed in
+        """The dict as the struct holds it: clashing fields as text, the canonical
+        `transaction` as `txn` unless the source set `txn` itself (copied, not changed in
         place)."""
-        return _apply(self.text_plan, canonical) if self.text_plan else canonical
+        prepared = _apply(self.text_plan, canonical) if self.text_plan else dict(canonical)
+        if prepared.get(TXN_COLUMN) is None:
+            prepared[TXN_COLUMN] = canonical.get(contract.TRANSACTION)
+        return prepared
 
     def from_json(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The canonical dict of a parsed JSON line (`json.loads` of `canonical.dumps`):

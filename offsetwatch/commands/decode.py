@@ -55,9 +55,9 @@ input (one of):
   --sample                       a built-in sample of every record type (no Kafka needed)
 
 output formats (--format):
-  json       offsetwatch's canonical record (docs/canonical-schema.md), one per line; records
-             of transactional batches (segments) also carry "transaction": "committed",
-             "aborted" or "pending"
+  json       offsetwatch's canonical record (docs/canonical-schema.md), one per line; the
+             records of transactional batches (segments) have their outcome in the field
+             "transaction" (committed, aborted or pending; null elsewhere), in Avro too
   dump-log   {"key": ..., "payload": ...} exactly as kafka-dump-log --offsets-decoder prints
              them after key: and payload: ("<DELETE>" for a tombstone)
   console    what Kafka's OffsetsMessageFormatter / GroupMetadataMessageFormatter print; they
@@ -472,23 +472,12 @@ Render = Callable[[Any, "str | None"], Any]
 def _renderer(fmt: str) -> Render:
     """record, transaction status -> output line (str), canonical dict (avro), or None (skip)."""
     from offsetwatch.decoder import Canonical, KafkaJson
-    from offsetwatch.decoder.canonical import dumps
 
     if fmt in ("json", "avro"):
         canonical = Canonical()
-        to_dict = canonical.to_dict
-        if fmt == "avro":
-            return lambda record, status: to_dict(record)
-        to_json = canonical.to_json
-
-        def canonical_line(record: Any, status: str | None) -> str:
-            if status is None:
-                return to_json(record)
-            data = to_dict(record)
-            data["transaction"] = status
-            return dumps(data)
-
-        return canonical_line
+        # the transaction outcome travels in the record itself (contract.TRANSACTION), in
+        # JSON and Avro alike: a reader of either must not count aborted or open commits
+        return canonical.to_dict if fmt == "avro" else canonical.to_json
     kafka = KafkaJson()
     # text straight from the records: the same lines as dumps(kafka.dump_log(record)) etc.
     if fmt == "dump-log":

@@ -23,11 +23,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType
 
+from offsetwatch.decoder import contract
 from offsetwatch.spark_jobs.analytics.commit_sweep import sweep
 from offsetwatch.spark_jobs.lake_schema import struct_of
 
-#: transactional commits that never became visible to the group
-INVISIBLE_TXN: Final = ("aborted", "pending")
+#: transactional commits that never became visible to the group (the contract's rule)
+INVISIBLE_TXN: Final = contract.NOT_COUNTED
 KEY: Final = ("group", "topic", "partition")
 #: a topic-partition: what log-end samples are keyed by
 TP: Final = ("topic", "partition")

@@ -22,6 +22,7 @@ from typing import Any, Final
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
+from offsetwatch.decoder import contract
 from offsetwatch.spark_jobs.schema import CanonicalRows, records_struct
 
 #: option("output"): the records (default) or the quarantine rows of the same input
@@ -152,6 +153,10 @@ class Collector:
         return cls(CanonicalRows(records_struct() if quarantine else schema), source, quarantine)
 
     def add(self, canonical: dict[str, Any], file: str, position: int) -> None:
+        broken = contract.problem(canonical)
+        if broken is not None:
+            self.bad_input(file, position, broken.reason, broken.at(file, position))
+            return
         self.pending.append(canonical)
         self.where.append((file, position))
 

@@ -24,6 +24,7 @@ import fastavro
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.avro import AvroCodec
 from offsetwatch.spark_jobs.sources import (
     OUTPUT_QUARANTINE,
@@ -48,8 +49,6 @@ JSONL_SUFFIXES: Final = (".jsonl", ".jsonl.gz")
 AVRO_SUFFIX: Final = ".avro"
 _AVRO_MAGIC: Final = b"Obj\x01"
 _SYNC_SIZE: Final = 16
-#: fields without which a line is no canonical record
-_REQUIRED: Final = ("type", "partition", "offset")
 
 
 def is_jsonl(path: str | Path) -> bool:
@@ -136,7 +135,7 @@ def parse_line(line: bytes, file: str, number: int, collector: Sink) -> dict[str
     if not isinstance(obj, dict):
         collector.bad_input(file, number, "bad_json", "not a JSON object", line)
         return None
-    missing = [name for name in _REQUIRED if obj.get(name) is None]
+    missing = [name for name in contract.REQUIRED if obj.get(name) is None]
     if missing:
         collector.bad_input(file, number, "missing_fields", f"no {', '.join(missing)}", line)
         return None

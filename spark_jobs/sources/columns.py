@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.layout import Kind, field_layouts, has_tags_field
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -101,6 +102,7 @@ def _flat_batch(
             else _struct_column(schema.field("value").type, [r.value for r in records], value_cls)
         ),
         TXN_COLUMN: pa.array(txn, pa.string()),
+        contract.SCHEMA: pa.array([contract.SCHEMA_VERSION] * n, pa.int32()),
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.layout import NO_TAGS, field_layouts
 from offsetwatch.decoder.records import AnyRecord, OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -69,6 +70,7 @@ class CommitColumns:
             "offset": [r.offset for r in records],
             "timestamp": [r.timestamp for r in records],
             "group": [k.group for k in keys],  # type: ignore[union-attr]
+            contract.SCHEMA: [contract.SCHEMA_VERSION] * n,
         }
         schema = self.rows.arrow
         columns: list[pa.Array] = []

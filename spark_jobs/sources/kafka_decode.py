@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.avro import AvroCodec, AvroError
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.codec import Codec, Message
@@ -89,9 +90,16 @@ class MessageDecoder:
         bad: list[Rejected] = []
         for message in messages:
             try:
-                good.append((message[3], self._decode_republished(message[1])))
+                canonical = self._decode_republished(message[1])
             except (ValueError, TypeError, KeyError) as error:
                 bad.append(_rejected(message, _reason(error), str(error)))
+                continue
+            broken = contract.problem(canonical)
+            if broken is not None:
+                where = f"partition {message[2]} offset"
+                bad.append(_rejected(message, broken.reason, broken.at(where, message[3])))
+                continue
+            good.append((message[3], canonical))
         return Decoding(None, good, bad)
 
     def _decode_raw(self, messages: list[Message]) -> Decoding:
@@ -135,7 +143,7 @@ class MessageDecoder:
                 return self._avro.decode_confluent(value)[1]
             return self._avro.decode(value)
         record = json.loads(value)
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        if not isinstance(record, dict) or not isinstance(record.get(contract.TYPE), str):
             raise ValueError("not a canonical record: a JSON object with a 'type' is expected")
         return self.rows.from_json(record)
 

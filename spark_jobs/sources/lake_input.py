@@ -30,11 +30,12 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 from pyspark.sql.types import StructField, StructType
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch.spark_jobs.lake_flatten import LAKE_RECORD_TYPES, LOG_END_TYPE, pruned_struct
 from offsetwatch.spark_jobs.lake_group_events import GROUP_RECORD_TYPES
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
-from offsetwatch.spark_jobs.schema import CanonicalRows, arrow_schema, records_struct
+from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows, arrow_schema, records_struct
 from offsetwatch.spark_jobs.sources import BATCH_RECORDS, quarantine_row
 
 #: option("output") of the archive source for compact
@@ -45,11 +46,26 @@ BAD_COLUMN: Final = "bad"
 #: block with a bad line costs little to parse again in Python
 BLOCK_BYTES: Final = 16 << 20
 #: the types Arrow's columns carry straight into the lake (flat keys and values)
-_FAST_TYPES: Final = pa.array(["offset_commit", LOG_END_TYPE])
+_FAST_TYPES: Final = pa.array([contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE])
 _GROUP_TYPES: Final = pa.array(sorted(GROUP_RECORD_TYPES))
-_REQUIRED: Final = ("type", "partition", "offset")
-#: the columns of the lake input a JSON line gives (the rest: txn, JSON texts, bad)
-_PARSED: Final = ("type", "tombstone", "group", "partition", "offset", "timestamp", "key", "value")
+#: the envelope fields the lake keeps as they are
+_ENVELOPE_KEPT: Final = (
+    contract.TYPE,
+    contract.TOMBSTONE,
+    contract.GROUP,
+    contract.PARTITION,
+    contract.OFFSET,
+    contract.TIMESTAMP,
+)
+#: the columns of the lake input a JSON line gives as they are (the rest: txn, from the
+#: line's `transaction`; the group records' JSON texts; bad)
+_PARSED: Final = (*_ENVELOPE_KEPT, contract.KEY, contract.VALUE)
+#: fields the fast path reads only to check the contract (`_contract_holds`) and for `txn`
+_CHECKED: Final = (
+    pa.field(contract.TRANSACTION, pa.string()),
+    pa.field(contract.SCHEMA, pa.int64()),
+)
+_OUTCOMES: Final = pa.array(contract.OUTCOMES)
 
 
 def lake_input_struct() -> StructType:
@@ -97,8 +113,12 @@ class LakeCollector:
     bad: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, canonical: dict[str, Any], file: str, position: int) -> None:
-        kind = canonical.get("type")
+        kind = canonical.get(contract.TYPE)
         if kind not in LAKE_RECORD_TYPES:
+            return
+        broken = contract.problem(canonical)
+        if broken is not None:
+            self.bad_input(file, position, broken.reason, broken.at(file, position))
             return
         try:
             row = self._pruned(canonical, kind in GROUP_RECORD_TYPES)
@@ -109,11 +129,11 @@ class LakeCollector:
         self.where.append((file, position))
 
     def _pruned(self, canonical: dict[str, Any], is_group: bool) -> dict[str, Any]:
-        row = {name: canonical.get(name) for name in _PARSED[:6]}
-        row["txn"] = canonical.get("txn")
-        key, value = canonical.get("key") or {}, canonical.get("value") or {}
-        row["key"] = {name: key.get(name) for name in _KEY_NAMES}
-        row["value"] = {name: value.get(name) for name in _VALUE_NAMES}
+        row = {name: canonical.get(name) for name in _ENVELOPE_KEPT}
+        row[TXN_COLUMN] = canonical.get(TXN_COLUMN) or canonical.get(contract.TRANSACTION)
+        key, value = canonical.get(contract.KEY) or {}, canonical.get(contract.VALUE) or {}
+        row[contract.KEY] = {name: key.get(name) for name in _KEY_NAMES}
+        row[contract.VALUE] = {name: value.get(name) for name in _VALUE_NAMES}
         if is_group:
             prepared = self.rows.prepare(canonical)
             row["key_json"] = _json_text(prepared.get("key"))
@@ -189,7 +209,7 @@ def _blocks(stream: IO[bytes] | gzip.GzipFile) -> Iterator[tuple[int, bytes]]:
 
 
 def read_jsonl_lake(file: str, collector: LakeCollector) -> Iterator[pa.RecordBatch]:
-    parse_schema = pa.schema([collector.arrow.field(name) for name in _PARSED])
+    parse_schema = pa.schema([*(collector.arrow.field(name) for name in _PARSED), *_CHECKED])
     try:
         with _open(file) as stream:
             for first, block in _blocks(stream):
@@ -242,15 +262,30 @@ def _parse_block(block: bytes, schema: pa.Schema) -> tuple[pa.Table, list[int], 
     # Arrow skips blank lines and reads two objects on one line: rows must pair with lines
     if table.num_rows != block.count(b"\n") + (not block.endswith(b"\n")):
         return None
-    for name in _REQUIRED:
+    for name in contract.REQUIRED:
         if table.column(name).null_count:
             return None
+    if not _contract_holds(table):  # the careful path quarantines the lines that break it
+        return None
     kinds = table.column("type")
     group_rows = pc.indices_nonzero(pc.is_in(kinds, value_set=_GROUP_TYPES)).to_pylist()
     lines = block.split(b"\n") if group_rows else []
     if group_rows and not _paired(lines, table, group_rows):
         return None
     return table.filter(pc.is_in(kinds, value_set=_FAST_TYPES)), group_rows, lines
+
+
+def _contract_holds(table: pa.Table) -> bool:
+    """Whether no row breaks `contract.problem`: a newer or bad schema version, an outcome
+    that is none of the known ones."""
+    version = table.column(contract.SCHEMA)
+    if version.null_count < len(version):
+        low, high = pc.min_max(version).values()
+        if low.as_py() < contract.FIRST_SCHEMA_VERSION or high.as_py() > contract.SCHEMA_VERSION:
+            return False
+    outcome = table.column(contract.TRANSACTION)
+    known = pc.is_in(outcome, value_set=_OUTCOMES)
+    return bool(pc.all(pc.or_(pc.is_null(outcome), known)).as_py())
 
 
 def _paired(lines: list[bytes], table: pa.Table, rows: list[int]) -> bool:
@@ -272,7 +307,14 @@ def _paired(lines: list[bytes], table: pa.Table, rows: list[int]) -> bool:
 
 def _lake_batches(table: pa.Table, arrow: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Parsed columns as lake-input batches: the columns a JSON line has no source for
-    (txn, the group records' JSON texts, bad) are null."""
+    (the group records' JSON texts, bad) are null; `txn` is the line's `transaction`."""
     n = table.num_rows
-    columns = [table.column(f.name) if f.name in _PARSED else pa.nulls(n, f.type) for f in arrow]
+    columns = [
+        table.column(f.name)
+        if f.name in _PARSED
+        else table.column(contract.TRANSACTION)
+        if f.name == TXN_COLUMN
+        else pa.nulls(n, f.type)
+        for f in arrow
+    ]
     yield from pa.Table.from_arrays(columns, schema=arrow).to_batches()

@@ -29,6 +29,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.codec import Message
 from offsetwatch.decoder.layout import Kind, field_layouts
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue
@@ -441,6 +442,7 @@ def _batch(
         "newer_version": np.zeros(n, np.bool_),
         "partition": np.broadcast_to(np.asarray(partition, np.int64), (n,)),
         TXN_COLUMN: pa.repeat(pa.scalar(txn, pa.string()), n),
+        contract.SCHEMA: pa.repeat(pa.scalar(contract.SCHEMA_VERSION, pa.int32()), n),
     }
     arrays = []
     for field in schema:

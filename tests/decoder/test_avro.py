@@ -168,6 +168,8 @@ def test_schema_shape() -> None:
         "group",
         "key",
         "value",
+        "transaction",
+        "schema_version",
     ]
     assert top["type"] == "string" and top["key_type"] == "int"
     assert top["value_version"] == ["null", "int"] and top["group"] == ["null", "string"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from offsetwatch.decoder import Canonical, Codec, group_of, identity_key
+from offsetwatch.decoder import Canonical, Codec, contract, group_of, identity_key
 from offsetwatch.decoder.layout import field_layouts
 from offsetwatch.decoder.records import (
     GroupMetadataValue,
@@ -34,6 +34,8 @@ TOP_LEVEL = {
     "group",
     "key",
     "value",
+    "transaction",
+    "schema_version",
 }
 
 Pick = Callable[[Record], bool]
@@ -204,6 +206,7 @@ def test_unknown_record_is_kept_raw() -> None:
     record = Codec().decode(b"\x00\x63\x00\x01g", b"\x00\x00\xff", 1, 2, 3)
     assert isinstance(record, UnknownRecord)
     out = Canonical().to_dict(record)
+    assert list(out) == list(contract.ENVELOPE)
     assert set(out) == TOP_LEVEL
     assert out["type"] == "unknown"
     assert out["group"] is None

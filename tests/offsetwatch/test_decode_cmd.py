@@ -121,7 +121,7 @@ def test_segments_flag_transactions_and_skip_aborted(
     outcomes = _transaction_outcomes(run_dir / "batches.jsonl")
     segments = str(run_dir / "segments")
     _code, out, _err = _run(capsys, "--input", "segments", segments)
-    flagged = {(r["partition"], r["offset"]): r["transaction"] for r in out if "transaction" in r}
+    flagged = {(r["partition"], r["offset"]): r["transaction"] for r in out if r["transaction"]}
     assert flagged == outcomes
     _code, kept, _err = _run(capsys, "--input", "segments", "--skip-aborted", segments)
     aborted = {pos for pos, status in outcomes.items() if status == "aborted"}

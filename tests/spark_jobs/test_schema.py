@@ -22,11 +22,18 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.avro import avro_schema
 from offsetwatch.decoder.canonical import Canonical, dumps
 from offsetwatch.decoder.records import Record
 from offsetwatch.spark_jobs import schema as schema_module
-from offsetwatch.spark_jobs.schema import CanonicalRows, canonical_struct, text_paths
+from offsetwatch.spark_jobs.schema import (
+    TXN_COLUMN,
+    CanonicalRows,
+    canonical_struct,
+    records_struct,
+    text_paths,
+)
 from tests.decoder.strategies import all_type_versions, records
 
 if TYPE_CHECKING:
@@ -95,6 +102,9 @@ def test_every_avro_field_is_in_the_struct_with_its_type() -> None:
         if not any(path[: len(c)] == c and len(path) > len(c) for c in clashes)
     }
     spark = _struct_paths(canonical_struct())
+    # the canonical `transaction` is the `txn` column of records_struct, by its 0.1 name
+    assert avro.pop((contract.TRANSACTION,)) == {"string"}
+    assert _struct_paths(records_struct())[(TXN_COLUMN,)] == StringType()
     assert set(avro) == set(spark)
     for path, kinds in avro.items():
         if path in clashes:
