@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
+from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch.exporter.durable import fsync_directory
 
@@ -315,7 +316,7 @@ class ArchiveWriter:
         if self._closed:
             raise ArchiveError("archive writer is closed")
         now = self.clock()
-        timestamp = canonical.get("timestamp")
+        timestamp = canonical.get(contract.TIMESTAMP)
         if not isinstance(timestamp, int) or timestamp < 0:
             timestamp = int(now * 1000)  # unknown position time: file it under "now"
         bucket = timestamp // _HOUR_MS

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final
 
+from offsetwatch.decoder import contract
+
 CLASSIC: Final = "classic"
 CONSUMER: Final = "consumer"
 SHARE: Final = "share"
@@ -188,7 +190,7 @@ def events_for_group(
     earlier run and are skipped, so re-reading an at-least-once archive changes nothing.
     """
     ordered = sorted(
-        (r for r in records if r.get("type") in GROUP_RECORD_TYPES),
+        (r for r in records if r.get(contract.TYPE) in GROUP_RECORD_TYPES),
         key=lambda r: (int(r["partition"]), int(r["offset"])),
     )
     out: list[GroupEvent] = []
@@ -203,10 +205,10 @@ def events_for_group(
 
 def _apply(emitter: _Emitter, following: Iterable[Mapping[str, Any]]) -> None:
     record = emitter.record
-    group_type, role = _ROLES[record["type"]]
+    group_type, role = _ROLES[record[contract.TYPE]]
     state = emitter.state
-    value = record.get("value")
-    if record.get("tombstone") or value is None:
+    value = record.get(contract.VALUE)
+    if record.get(contract.TOMBSTONE) or value is None:
         if role == "group":
             _group_tombstone(emitter, group_type, following)
         elif role == "member":
@@ -248,9 +250,9 @@ def _same_time_other_protocol(
     """The protocol a migration goes to, when the tombstone is one (see the module doc): a
     record of another protocol written at the same instant (the migration's batch)."""
     for later in following:
-        if later.get("timestamp") != record.get("timestamp"):
+        if later.get(contract.TIMESTAMP) != record.get(contract.TIMESTAMP):
             return None
-        other_type, _ = _ROLES[later["type"]]
+        other_type, _ = _ROLES[later[contract.TYPE]]
         if other_type != group_type and not later.get("tombstone"):
             return other_type
     return None

@@ -96,8 +96,8 @@ class MessageDecoder:
                 continue
             broken = contract.problem(canonical)
             if broken is not None:
-                where = f"partition {message[2]} offset"
-                bad.append(_rejected(message, broken.reason, broken.at(where, message[3])))
+                where = f"partition {message[2]} offset {message[3]}"
+                bad.append(_rejected(message, broken.reason, broken.at(where, None)))
                 continue
             good.append((message[3], canonical))
         return Decoding(None, good, bad)

@@ -137,7 +137,7 @@ class LakeCollector:
         if is_group:
             prepared = self.rows.prepare(canonical)
             row["key_json"] = _json_text(prepared.get("key"))
-            if canonical.get("tombstone") is False:
+            if canonical.get(contract.TOMBSTONE) is False:
                 row["value_json"] = _json_text(prepared.get("value"))
         return row
 

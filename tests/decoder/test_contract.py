@@ -127,3 +127,20 @@ def test_no_other_module_spells_the_outcome_field() -> None:
             if re.search(r"""["']transaction["']\s*[:\]]""", text):
                 spelled.append(str(path.relative_to(REPO)))
     assert spelled == []
+
+
+def test_the_documented_envelope_is_the_contract() -> None:
+    """docs/canonical-schema.md's envelope table lists exactly the contract's fields, in order."""
+    text = (REPO / "docs" / "canonical-schema.md").read_text(encoding="utf-8")
+    table = text.split("## The envelope", 1)[1].split("## Conventions", 1)[0]
+    names = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE)
+    assert names == list(contract.ENVELOPE)
+    versions = text.split("### Schema versions", 1)[1].split("\n#", 1)[0]
+    documented = re.findall(r"^\| (\d+) \|", versions, flags=re.MULTILINE)
+    assert documented == [str(v) for v in range(1, contract.SCHEMA_VERSION + 1)]
+    for reason in (
+        contract.REASON_NEWER_SCHEMA,
+        contract.REASON_BAD_TRANSACTION,
+        contract.REASON_BAD_SCHEMA,
+    ):
+        assert f"`{reason}`" in text
