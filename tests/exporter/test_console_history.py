@@ -1,0 +1,123 @@
+"""The console's lag history: one point per group and snapshot, bounded, thinned with age."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+
+from offsetwatch.exporter.console_history import ConsoleHistory
+from offsetwatch.exporter.snapshot import Snapshot
+from tests.exporter.test_metrics import NOW, build, commit, sample_state
+
+
+def snapshot_at(time_ms: int, ready: bool = True) -> Snapshot:
+    return build(sample_state(), ready=ready, now=time_ms)
+
+
+def test_a_point_per_group_and_snapshot() -> None:
+    history = ConsoleHistory(min_step_ms=1_000)
+    assert history.record(snapshot_at(NOW))
+    assert history.record(snapshot_at(NOW + 1_000))
+    series = history.series("live")
+    assert series is not None
+    assert series.times_ms == (NOW, NOW + 1_000)
+    # live: orders 0-2 (ends 100, 100, 50) and payments-0 (end 10)
+    assert series.log_end == (260, 260)
+    assert series.lag == (10 + 0 + 30 + 7,) * 2
+    assert all(s >= 0 for s in series.lag_seconds)
+    assert history.series("nope") is None
+
+
+def test_unknown_log_ends_do_not_count() -> None:
+    history = ConsoleHistory()
+    history.record(snapshot_at(NOW))
+    series = history.series("stopped")
+    assert series is not None
+    # orders-0 (end 100) is known, unsampled-0 is not: -1 must not be added
+    assert series.log_end == (100,)
+
+
+def test_not_ready_and_too_soon_are_skipped() -> None:
+    history = ConsoleHistory(min_step_ms=1_000)
+    assert not history.record(snapshot_at(NOW, ready=False))
+    assert history.record(snapshot_at(NOW))
+    assert not history.record(snapshot_at(NOW + 999))
+    assert len(history) == 1
+
+
+def test_capacity_thins_the_older_half_and_span_drops_the_oldest() -> None:
+    history = ConsoleHistory(capacity=8, span_ms=3_600_000, min_step_ms=1)
+    for i in range(40):
+        history.record(snapshot_at(NOW + i * 1_000))
+    assert len(history) < 8
+    series = history.series("live")
+    assert series is not None
+    times = series.times_ms
+    assert times[-1] == NOW + 39_000
+    assert list(times) == sorted(times)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps[-1] == 1_000  # the newest points stay as recorded
+    assert max(gaps) > 1_000  # the older ones were thinned
+    span = ConsoleHistory(capacity=100, span_ms=10_000, min_step_ms=1)
+    for i in range(30):
+        span.record(snapshot_at(NOW + i * 1_000))
+    kept = span.series("live")
+    assert kept is not None
+    assert kept.times_ms[0] >= NOW + 29_000 - 10_000
+
+
+def test_groups_come_and_go_aligned_to_the_time_axis() -> None:
+    history = ConsoleHistory(capacity=6, min_step_ms=1)
+    state = sample_state()
+    history.record(build(state, now=NOW))
+    state.apply(commit("late", "orders", 0, 100))
+    for i in range(1, 12):
+        history.record(build(state, now=NOW + i * 1_000))
+    late, live = history.series("late"), history.series("live")
+    assert late is not None and live is not None
+    assert late.times_ms == live.times_ms[len(live.times_ms) - len(late.times_ms) :]
+    assert len(late.times_ms) == len(late.lag) == len(late.log_end) == len(late.lag_seconds)
+    times, all_groups = history.lag_seconds_all()
+    assert set(all_groups) == {"live", "stopped", "late", 'odd "group" \\ with\nnewline ✓'}
+    assert all(len(v) <= len(times) for v in all_groups.values())
+
+
+def test_deleted_groups_leave_the_history() -> None:
+    history = ConsoleHistory(min_step_ms=1)
+    state = sample_state()
+    history.record(build(state, now=NOW))
+    state.groups.pop("stopped")
+    history.record(build(state, now=NOW + 1_000))
+    assert history.series("stopped") is None
+    assert "stopped" not in history.lag_seconds_all()[1]
+
+
+def test_readers_never_see_a_torn_series_while_the_writer_appends() -> None:
+    history = ConsoleHistory(capacity=16, min_step_ms=1)
+    stop = threading.Event()
+    torn: list[str] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            series = history.series("live")
+            if series is not None and not (
+                len(series.times_ms) == len(series.lag) == len(series.lag_seconds)
+            ):
+                torn.append(repr(series))
+            times, groups = history.lag_seconds_all()
+            if any(len(v) > len(times) for v in groups.values()):
+                torn.append("sparklines longer than the time axis")
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    snapshots = [snapshot_at(NOW + i * 1_000) for i in range(300)]
+    for snapshot in snapshots:
+        history.record(snapshot)
+    stop.set()
+    for reader in readers:
+        reader.join()
+    assert torn == []
+    series = history.series("live")
+    assert series is not None and not any(math.isnan(s) for s in series.lag_seconds)
