@@ -83,8 +83,14 @@ export function mountLive(main) {
     shown.textContent = fmtInt(counts.shown);
   }
 
-  function connect() {
+  function connect(initial = false) {
     source?.close();
+    if (!initial) {
+      // what is on screen must match the new filter: start over
+      body.replaceChildren();
+      held = [];
+      waiting.textContent = "0";
+    }
     const query = new URLSearchParams();
     if (group.value.trim()) query.set("group", group.value.trim());
     if (type.value || wantedType) query.set("type", type.value || wantedType);
@@ -135,17 +141,17 @@ export function mountLive(main) {
   }
 
   let debounce = null;
-  const reconnect = () => { clearTimeout(debounce); debounce = setTimeout(connect, 300); };
+  const reconnect = () => { clearTimeout(debounce); debounce = setTimeout(() => connect(), 300); };
   group.addEventListener("input", reconnect);
   partition.addEventListener("input", reconnect);
-  type.addEventListener("change", connect);
+  type.addEventListener("change", () => connect());
   pause.addEventListener("click", () => setPaused(!paused));
   clear.addEventListener("click", () => {
     body.replaceChildren();
     counts = { received: 0, shown: 0 };
     received.textContent = shown.textContent = "0";
   });
-  connect();
+  connect(true);
   return {
     unmount() {
       clearTimeout(debounce);
