@@ -53,3 +53,12 @@ def test_user_folders_are_subpackages(wheel_names: list[str]) -> None:
         name.startswith("offsetwatch/decoder/_speedups") and name.endswith(".so")
         for name in wheel_names
     ), "the C accelerator is built as offsetwatch.decoder._speedups"
+
+
+def test_console_files_are_in_the_wheel(wheel_names: list[str]) -> None:
+    """The console is served from package data: no build step, no CDN, nothing fetched."""
+    static = ROOT / "exporter" / "static"
+    expected = {f"offsetwatch/exporter/static/{path.name}" for path in static.iterdir()}
+    assert "offsetwatch/exporter/static/index.html" in expected
+    assert "offsetwatch/exporter/static/app.js" in expected
+    assert expected <= set(wheel_names)

@@ -20,13 +20,14 @@ Start librdkafka's mock Kafka cluster in this process, create data topics with p
 simulate consumer groups that behave well and badly (healthy, lagging, stalled, stopped,
 rewound, deleted, idle, a KIP-848 consumer group, a transactional committer, one member of
 three stuck, a rebalance storm) by writing real-format __consumer_offsets records. Then run the
-exporter on it, serve /metrics and the JSON API, and show a live table of groups, lag, lag in
-seconds, status and the diagnosed cause. No Kafka needed.
+exporter on it, serve the operator console (open the printed URL), /metrics and the JSON
+API, and show a live table of groups, lag, lag in seconds, status and the diagnosed cause.
+No Kafka needed.
 """
 
 EPILOG = """\
 examples:
-  offsetwatch demo                       # until Ctrl-C; metrics on http://127.0.0.1:9380/metrics
+  offsetwatch demo                       # until Ctrl-C; console on http://127.0.0.1:9380/
   offsetwatch demo --duration 120        # two minutes, then exit
   offsetwatch demo --http-port 0 --plain # any free port, plain text tables (no terminal UI)
 
@@ -148,7 +149,8 @@ def _rich_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...], url: str, elap
     from rich.table import Table
 
     title = (
-        f"offsetwatch demo - {elapsed:.0f} s - metrics: {url}/metrics - API: {url}/api/v1/groups"
+        f"offsetwatch demo - {elapsed:.0f} s - console: {url}/ - metrics: {url}/metrics - "
+        f"API: {url}/api/v1/groups"
     )
     table = Table(title=title, title_justify="left")
     for header in HEADERS:
@@ -202,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
             ) from None
         service.run_in_background()
         url = service.http.url
+        # before the live table takes the terminal: the one line to open in a browser
+        print(f"offsetwatch console: {url}/", file=sys.stderr, flush=True)
         started = time.monotonic()
         live = sys.stdout.isatty() and not args.plain
         try:
@@ -238,7 +242,11 @@ def _run_live(service: Any, simulator: Any, duration: float, started: float, url
 
 
 def _run_plain(service: Any, simulator: Any, duration: float, started: float, url: str) -> None:
-    print(f"offsetwatch demo: metrics on {url}/metrics, API on {url}/api/v1/groups", flush=True)
+    print(
+        f"offsetwatch demo: console on {url}/, metrics on {url}/metrics, "
+        f"API on {url}/api/v1/groups",
+        flush=True,
+    )
     last_print = 0.0
     while not _expired(duration, started):
         tick_started = time.monotonic()
