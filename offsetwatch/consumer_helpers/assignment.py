@@ -50,5 +50,23 @@ def paused_on_error(consumer: Consumer, partitions: list[TopicPartition]) -> Ite
         keys = [TopicPartition(p.topic, p.partition) for p in partitions]
         with contextlib.suppress(KafkaException):
             assign_at(consumer, keys)
-            consumer.pause(keys)
+            pause_assigned(consumer, keys)
         raise
+
+
+def pause_assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    """Pause partitions just assigned at their committed offsets, so that the pause holds.
+
+    librdkafka applies pause() later, as an operation stamped with the next number of the
+    partition's version counter, and drops an operation older than one it already applied.
+    Starting an assigned partition is such an operation too, sent by librdkafka's own thread
+    when the committed offsets arrive, a moment after assign(): if that thread takes its
+    number after our pause took one but queues its operation first, the pause is dropped and
+    the partition is fetched (librdkafka issues #2190 and #5591; seen as a paused partition's
+    messages delivered, under load). The start is sent once per assignment and is queued
+    before a pause it overtakes, so a second pause, which takes its number after the first
+    was queued, is newer than the start: one of the two holds, and messages fetched in
+    between are older than it, so they are never delivered.
+    """
+    consumer.pause(partitions)
+    consumer.pause(partitions)
