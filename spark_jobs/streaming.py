@@ -271,7 +271,8 @@ class AlertBatch:
             self._history(spark, table, batch_id) for table in _TABLES
         )
         result = analyze(commits, log_ends, group_events, self.settings.analytics)
-        rows = alerts_from_episodes(result.episodes, self.settings.alerts).collect()
+        # with the cause and suspects of each episode (the exporter's diagnosis rules)
+        rows = alerts_from_episodes(result.diagnosed_episodes, self.settings.alerts).collect()
         alerts_dir = Path(self.settings.alerts_dir)
         fresh = new_alerts((Alert.from_row(r) for r in rows), emitted_before(alerts_dir, batch_id))
         # sinks first: they are idempotent (outbox, keyed messages); the ledger last, so a

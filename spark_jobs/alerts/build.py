@@ -65,6 +65,48 @@ def _lookup(mapping: Mapping[str, str], key: Column) -> Column:
     return F.create_map(*pairs)[key]
 
 
+def _partition_text(p: Column) -> Column:
+    return F.concat_ws(" ", p["topic"], p["partition"])
+
+
+def _suspect_text(s: Column) -> Column:
+    """`c-2 on /10.1.2.7 (member-id) [orders 3, orders 7]`"""
+    partitions = F.array_join(F.transform(s["partitions"], _partition_text), ", ")
+    return F.concat(
+        s["client_id"],
+        F.lit(" on "),
+        s["host"],
+        F.lit(" ("),
+        s["member_id"],
+        F.lit(")"),
+        F.when(
+            F.size(s["partitions"]) > 0, F.concat(F.lit(" ["), partitions, F.lit("]"))
+        ).otherwise(F.lit("")),
+    )
+
+
+def _cause(episodes: DataFrame) -> Column:
+    """` Cause: stuck_member; suspects: c-2 on /10.1.2.7 (member-id) [orders 3, 7].` when the
+    episodes carry a diagnosis (`AnalyticsResult.diagnosed_episodes`), else nothing."""
+    if "cause" not in episodes.columns:
+        return F.lit("")
+    suspects = F.from_json(
+        F.col("suspects"),
+        "array<struct<member_id:string,client_id:string,host:string,"
+        "partitions:array<struct<topic:string,partition:int>>>>",
+    )
+    who = F.array_join(F.transform(suspects, _suspect_text), "; ")
+    return F.when(
+        F.col("cause").isNotNull(),
+        F.concat(
+            F.lit(" Cause: "),
+            F.col("cause"),
+            F.when(F.size(suspects) > 0, F.concat(F.lit("; suspects: "), who)).otherwise(F.lit("")),
+            F.lit("."),
+        ),
+    ).otherwise(F.lit(""))
+
+
 def alerts_from_episodes(episodes: DataFrame, settings: AlertSettings | None = None) -> DataFrame:
     """One ALERTS_SCHEMA row per episode; `active` while the episode has no end."""
     settings = settings or AlertSettings()
@@ -93,6 +135,7 @@ def alerts_from_episodes(episodes: DataFrame, settings: AlertSettings | None = N
         ),
     ).otherwise(F.lit(""))
     detail = F.when(F.col("detail").isNotNull(), F.concat(F.lit(" Detail: "), F.col("detail")))
+    cause = _cause(episodes)
     identity = F.concat_ws(
         "|",
         kind,
@@ -123,6 +166,7 @@ def alerts_from_episodes(episodes: DataFrame, settings: AlertSettings | None = N
             ),
             F.lit("."),
             size,
+            cause,
             F.coalesce(detail, F.lit("")),
         ).alias("description"),
         (

@@ -13,6 +13,7 @@ from offsetwatch.spark_jobs.analytics.commit_buckets import (
     commit_buckets,
     life_spans,
 )
+from offsetwatch.spark_jobs.analytics.diagnosis import episode_diagnoses, with_diagnoses
 from offsetwatch.spark_jobs.analytics.episodes import (
     all_episodes,
     commit_rate_episodes,
@@ -32,7 +33,8 @@ from offsetwatch.spark_jobs.analytics.windows import window_stats
 
 @dataclass(frozen=True, slots=True)
 class AnalyticsResult:
-    """Lazy frames: TIMELINE_SCHEMA, WINDOWS_SCHEMA, GROUP_STATS_SCHEMA, EPISODES_SCHEMA."""
+    """Lazy frames: TIMELINE_SCHEMA, WINDOWS_SCHEMA, GROUP_STATS_SCHEMA, EPISODES_SCHEMA,
+    DIAGNOSES_SCHEMA (analytics/diagnosis.py)."""
 
     timeline: DataFrame
     windows: DataFrame
@@ -40,6 +42,13 @@ class AnalyticsResult:
     episodes: DataFrame
     #: the last instant the history covers (epoch ms); episodes open there have no end
     end_ms: int
+    #: cause and suspects of every episode, by the exporter's diagnosis rules
+    diagnoses: DataFrame
+
+    @property
+    def diagnosed_episodes(self) -> DataFrame:
+        """The episodes with `cause` and `suspects` (JSON) appended."""
+        return with_diagnoses(self.episodes, self.diagnoses)
 
 
 def _conform(frame: DataFrame, schema: StructType) -> DataFrame:
@@ -121,6 +130,7 @@ def analyze(
         group_stats=_conform(stats, GROUP_STATS_SCHEMA),
         episodes=episodes,
         end_ms=end_ms,
+        diagnoses=episode_diagnoses(episodes, group_events, settings),
     )
 
 

@@ -28,6 +28,8 @@ class AnalyticsSettings:
     #: a rebalance storm: at least this many rebalances within `storm_window_ms`
     storm_rebalances: int = 5
     storm_window_ms: int = 600_000
+    #: the diagnosis blames no member within this long after a rebalance (ownership changes)
+    rebalance_grace_ms: int = 60_000
     #: commit-rate anomalies compare a group's commits per `rate_window_ms` with the mean of
     #: the non-empty windows of the trailing `rate_baseline_windows` windows
     rate_window_ms: int = 300_000

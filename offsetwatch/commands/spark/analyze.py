@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -13,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from offsetwatch.commands import UsageError, apply_env_defaults
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
-from offsetwatch.instants import iso_epoch_ms
+from offsetwatch.durations import parse_duration_ms
+from offsetwatch.instants import instant_or_ago_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,26 +51,6 @@ examples:
 """
 
 OUTPUTS: Final = ("episodes", "group_stats", "windows", "timeline")
-_RELATIVE: Final = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
-_UNIT_MS: Final = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-
-
-def parse_instant(text: str, now_ms: int) -> int:
-    """Epoch ms of `text`: epoch milliseconds, ISO 8601 (UTC unless it says otherwise), or a
-    duration before now (`24h`, `90m`, `7d`)."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    relative = _RELATIVE.fullmatch(text)
-    if relative is not None:
-        return now_ms - int(relative.group(1)) * _UNIT_MS[relative.group(2).lower()]
-    try:
-        return iso_epoch_ms(text)
-    except ValueError:
-        raise ValueError(
-            f"{text!r}: give ISO 8601 (2026-11-24T08:00:00Z), epoch ms, or a time before now "
-            "(24h, 90m, 7d)"
-        ) from None
 
 
 def register(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -115,10 +95,13 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def _storm(text: str) -> tuple[int, int]:
     count, sep, span = text.partition("/")
-    relative = _RELATIVE.fullmatch(span.strip())
-    if not sep or not count.strip().isdigit() or relative is None:
+    try:
+        span_ms = parse_duration_ms(span)
+    except ValueError:
+        sep = ""
+    if not sep or not count.strip().isdigit():
         raise UsageError(f"--storm {text!r}: expected N/SPAN, e.g. 5/10m")
-    return int(count), int(relative.group(1)) * _UNIT_MS[relative.group(2).lower()]
+    return int(count), span_ms
 
 
 def _read_table(spark: SparkSession, lake: Path, name: str, until_ms: int | None) -> DataFrame:
@@ -147,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
     now_ms = int(time.time() * 1000)
     try:
-        since = None if args.since is None else parse_instant(args.since, now_ms)
-        until = None if args.until is None else parse_instant(args.until, now_ms)
+        since = None if args.since is None else instant_or_ago_ms(args.since, now_ms)
+        until = None if args.until is None else instant_or_ago_ms(args.until, now_ms)
     except ValueError as error:
         raise UsageError(f"--since/--until: {error}") from None
     storm_count, storm_span = _storm(args.storm)
@@ -193,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _frames(result: AnalyticsResult) -> dict[str, DataFrame]:
     return {
-        "episodes": result.episodes.orderBy("start_ms", "group", "kind"),
+        # with the cause and suspects of each episode (docs/diagnosis.md)
+        "episodes": result.diagnosed_episodes.orderBy("start_ms", "group", "kind"),
         "group_stats": result.group_stats.orderBy("group"),
         "windows": result.windows.orderBy(
             "group", "topic", "partition", "window_ms", "window_start_ms"
@@ -255,10 +239,15 @@ def _print_tables(result: AnalyticsResult) -> None:
             _when(e.start_ms),
             _when(e.end_ms) if e.end_ms is not None else "ongoing",
             _size(e.size, e.unit),
+            e.cause or "-",
         ]
         for e in frames["episodes"].collect()
     ]
-    _table("Episodes", ["kind", "group", "topic", "partition", "start", "end", "size"], episodes)
+    _table(
+        "Episodes",
+        ["kind", "group", "topic", "partition", "start", "end", "size", "cause"],
+        episodes,
+    )
     print()
     stats = [
         [
