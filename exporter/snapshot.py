@@ -334,8 +334,10 @@ class SnapshotBuilder:
         min_span_ms = cfg.window_ms
         shared_commits = 0
         commits_per_ms = 0.0
-        # lag at window start minus lag now, per ms of each partition's evidence span
+        # How fast the lag shrinks: lag at the evidence start minus lag now, per ms of the
+        # span; shared spans are added up and divided once, as the commits are.
         drain_per_ms = 0.0
+        shared_drain = 0
         drain_known = False
         for i, p in enumerate(numbers):
             offset = committed[i]
@@ -343,11 +345,12 @@ class SnapshotBuilder:
             commits = window_commits[p] + next_commits[p] + bucket_commits[p]
             # a partition first committed after the window boundary is judged from then
             start_ms = first_commit_ts[p]
-            if start_ms > window_start_ms:
-                commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
-            else:
+            shared = start_ms <= window_start_ms
+            if shared:
                 start_ms = window_start_ms
                 shared_commits += commits
+            else:
+                commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
             history = get_history((topic, p))
             latest = history.latest() if history is not None else None
             if history is None or latest is None:
@@ -368,13 +371,20 @@ class SnapshotBuilder:
                 continue
             sampled_at, end = latest
             log_end[i] = end
-            lags[i] = max(0, end - offset)
+            lag = end - offset
+            if lag < 0:
+                lag = 0
+            lags[i] = lag
             lag_s[i] = lag_seconds(history, offset, now_ms).seconds
             start_end = history.log_end_at(start_ms)
-            start_lag = None if start_end is None else max(0, start_end - window_offset[p])
-            if start_lag is not None:
-                drain_per_ms += (start_lag - lags[i]) / max(now_ms - start_ms, 1)
+            start_lag = None
+            if start_end is not None:
+                start_lag = max(0, start_end - window_offset[p])
                 drain_known = True
+                if shared:
+                    shared_drain += start_lag - lag
+                else:
+                    drain_per_ms += (start_lag - lag) / max(now_ms - start_ms, 1)
             window = _window(
                 offset,
                 commit_ts[i],
@@ -402,6 +412,8 @@ class SnapshotBuilder:
             metadata,
         )
         commits_per_ms += shared_commits / max(now_ms - window_start_ms, min_span_ms)
+        if shared_drain:
+            drain_per_ms += shared_drain / max(now_ms - window_start_ms, 1)
         return rows, commits_per_ms * 1000, drain_per_ms if drain_known else None
 
 
