@@ -140,7 +140,9 @@ def _register_reset(nested: Nested) -> None:
         "--to-datetime", metavar="TIME", help="ISO 8601 time, UTC unless it has an offset"
     )
     where.add_argument(
-        "--by-duration", metavar="DURATION", help="an ISO 8601 duration before now: PT30M, P1D"
+        "--by-duration",
+        metavar="DURATION",
+        help="a duration before now: ISO 8601 (PT30M, P1D) or short (30m, 1d)",
     )
     where.add_argument("--from-file", metavar="CSV", help="topic,partition,offset rows")
     where.add_argument(
@@ -281,7 +283,7 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
     from offsetwatch.offset_ops import plan
     from offsetwatch.offset_ops.csv_io import parse_offsets_csv
     from offsetwatch.offset_ops.history import offsets_at_history
-    from offsetwatch.offset_ops.times import parse_datetime_ms, parse_duration_ms
+    from offsetwatch.offset_ops.times import by_duration_ms, parse_datetime_ms
 
     if args.to_earliest:
         return plan.ToEarliest()
@@ -299,7 +301,7 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
         return plan.ToTime(time_ms, f"--to-datetime {args.to_datetime}")
     if args.by_duration is not None:
         return plan.ToTime(
-            now_ms - parse_duration_ms(args.by_duration), f"--by-duration {args.by_duration}"
+            now_ms - by_duration_ms(args.by_duration), f"--by-duration {args.by_duration}"
         )
     if args.from_file is not None:
         try:

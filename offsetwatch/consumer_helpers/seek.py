@@ -17,6 +17,7 @@ from offsetwatch.consumer_helpers.assignment import PartitionKey, assign_at, key
 from offsetwatch.consumer_helpers.commits import commit_or_warn
 from offsetwatch.consumer_helpers.errors import ConsumerHelperError
 from offsetwatch.consumer_helpers.log_bounds import log_ends
+from offsetwatch.instants import datetime_epoch_ms
 
 NOT_FOUND: Final = -1
 """Kafka's ListOffsets answer when no message has a timestamp at or after the one asked."""
@@ -60,12 +61,11 @@ def broker_offsets_for_times(
 
 
 def epoch_ms(moment: datetime | int) -> int:
-    """Milliseconds since the epoch; a naive datetime is refused (its zone would be a guess)."""
+    """Milliseconds since the epoch; a naive datetime is refused (its zone would be a guess).
+    Converted like every other time offsetwatch reads (offsetwatch.instants), exactly."""
     if isinstance(moment, int):
         return moment
-    if moment.tzinfo is None:
-        raise ValueError(f"{moment.isoformat()}: give a timezone-aware datetime (e.g. tzinfo=UTC)")
-    return round(moment.timestamp() * 1000)
+    return datetime_epoch_ms(moment)
 
 
 def start_offset(found: int, log_end: int) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
-from offsetwatch.instants import epoch_or_iso_ms, iso_epoch_ms
+from offsetwatch.instants import datetime_epoch_ms, epoch_or_iso_ms, instant_or_ago_ms, iso_epoch_ms
 
 
 @pytest.mark.parametrize(
@@ -34,3 +36,48 @@ def test_epoch_milliseconds_pass_through() -> None:
 def test_anything_else_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         epoch_or_iso_ms(text)
+
+
+NOW = 1_800_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1767225600000", 1_767_225_600_000),
+        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
+        ("2026-01-01T01:00:00+01:00", 1_767_225_600_000),
+        ("2026-01-01T00:00:00", 1_767_225_600_000),
+        ("24h", NOW - 86_400_000),
+        ("24H", NOW - 86_400_000),
+        ("90m", NOW - 5_400_000),
+        ("PT90M", NOW - 5_400_000),
+    ],
+)
+def test_instant_or_duration_before_now(text: str, expected: int) -> None:
+    assert instant_or_ago_ms(text, NOW) == expected
+
+
+def test_instant_or_duration_names_every_form() -> None:
+    with pytest.raises(ValueError, match=r"ISO 8601 .*epoch ms.*24h.*PT30M"):
+        instant_or_ago_ms("yesterday", NOW)
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        # where round(moment.timestamp() * 1000) gives another millisecond than the text does
+        datetime(2026, 11, 20, 8, 59, 59, 999_999, tzinfo=UTC),
+        datetime(6353, 2, 27, 11, 31, 51, 564_500, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 11, 20, 10, 0, 0, 1_000, tzinfo=timezone(timedelta(hours=1))),
+    ],
+)
+def test_datetimes_convert_as_their_iso_text_does(moment: datetime) -> None:
+    exact = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    assert datetime_epoch_ms(moment) == iso_epoch_ms(moment.isoformat()) == exact
+
+
+def test_a_naive_datetime_is_refused() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        datetime_epoch_ms(datetime(2026, 11, 20))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError, apply_env_defaults
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.instants import instant_or_ago_ms
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -26,19 +26,6 @@ examples:
   offsetwatch spark report --lake /data/lake --group billing --since 24h --out reports/
   offsetwatch spark report --lake /data/lake --group billing --since 2026-11-24T00:00:00Z
 """
-
-_DURATION = re.compile(r"^(\d+)([smhdw])$")
-_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-
-
-def since_ms(text: str, now_ms: int) -> int:
-    """`24h`, `30m`, `7d` before now, or an instant (ISO 8601 / epoch ms)."""
-    from offsetwatch.spark_jobs.offsets_at import parse_time
-
-    match = _DURATION.match(text.strip())
-    if match:
-        return now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)]
-    return parse_time(text)
 
 
 def register(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -69,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from offsetwatch.spark_jobs.report import build_report
 
     try:
-        start = since_ms(args.since, int(time.time() * 1000))
+        start = instant_or_ago_ms(args.since, int(time.time() * 1000))
     except ValueError as error:
         raise UsageError(f"--since: {error}") from None
     if not (args.lake / "commits").is_dir() and not (args.lake / "group_events").is_dir():

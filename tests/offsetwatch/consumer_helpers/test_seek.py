@@ -16,6 +16,7 @@ from confluent_kafka import TopicPartition
 
 from offsetwatch.consumer_helpers import NOT_FOUND, broker_offsets_for_times, seek_to_timestamp
 from offsetwatch.consumer_helpers.seek import epoch_ms, start_offset
+from offsetwatch.instants import iso_epoch_ms
 from offsetwatch.mock_cluster import MockCluster
 from tests.kafka_fixtures import kafka_cluster  # noqa: F401
 from tests.offsetwatch.consumer_helpers.clients import (
@@ -50,6 +51,23 @@ def test_lookup_answer_to_start_offset() -> None:
     assert epoch_ms(datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)) == BASE
     with pytest.raises(ValueError, match="timezone-aware"):
         epoch_ms(datetime(2023, 11, 14))
+
+
+@pytest.mark.parametrize(
+    ("moment", "expected"),
+    [
+        # a float product, round(timestamp() * 1000), said ...565 and 09:00:00.000
+        (datetime(6353, 2, 27, 11, 31, 51, 564_500, tzinfo=UTC), 138_319_097_511_564),
+        (datetime(2026, 11, 20, 8, 59, 59, 999_999, tzinfo=UTC), 1_795_165_199_999),
+        (datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC), 253_402_300_799_999),
+    ],
+)
+def test_a_datetime_becomes_the_millisecond_the_cli_reads_for_it(
+    moment: datetime, expected: int
+) -> None:
+    # seek_to_timestamp(T) and `offsets reset --to-datetime T` start at the same instant
+    assert epoch_ms(moment) == iso_epoch_ms(moment.isoformat()) == expected
+    assert seek_to_timestamp(moment).timestamp_ms == expected
 
 
 def test_mock_answers_minus_one_to_timestamp_lookups(kafka_cluster: MockCluster) -> None:  # noqa: F811

@@ -1,0 +1,31 @@
+"""`offsetwatch spark report`: option errors before any Spark starts (a report over a lake:
+tests/spark_jobs/test_report.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offsetwatch.cli import main
+
+
+@pytest.mark.parametrize("since", ["24h", "24H", "24 h", "PT24H", "2026-11-24T08:00:00Z"])
+def test_since_takes_every_spelling_of_the_one_time_parser(
+    since: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # accepted: the run goes on to the lake (empty here), as `spark analyze --since` does
+    argv = ["spark", "report", "--lake", str(tmp_path), "--group", "g", "--since", since]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds no lake" in err and "--since" not in err
+
+
+def test_a_bad_since_names_the_option_and_every_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["spark", "report", "--lake", str(tmp_path), "--group", "g", "--since", "yesterday"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("offsetwatch: error: --since: 'yesterday'") and "24h" in err
+    assert len(err.splitlines()) == 1
