@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
@@ -128,7 +129,59 @@ def quarantine_row(
     return (source, file, position, reason, error, raw)
 
 
-_CONVERSION_ERRORS: Final = (TypeError, ValueError, OverflowError, KeyError, AttributeError)
+class RecordSink(Protocol):
+    """What the file readers feed: `Collector` (records or quarantine rows) and
+    `lake_input.LakeCollector` (compact's input)."""
+
+    @property
+    def rows(self) -> CanonicalRows: ...
+
+    def add(self, canonical: dict[str, Any], file: str, position: int) -> None: ...
+
+    def bad_input(
+        self,
+        file: str | None,
+        position: int | None,
+        reason: str,
+        error: str | None,
+        raw: bytes | str | None = None,
+    ) -> None: ...
+
+    @property
+    def full(self) -> bool: ...
+
+    def drain(self) -> Iterator[Any]: ...
+
+
+def parse_line(line: bytes, file: str, number: int, collector: RecordSink) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError as error:
+        collector.bad_input(file, number, "bad_json", str(error), line)
+        return None
+    if not isinstance(obj, dict):
+        collector.bad_input(file, number, "bad_json", "not a JSON object", line)
+        return None
+    missing = [name for name in contract.REQUIRED if obj.get(name) is None]
+    if missing:
+        collector.bad_input(file, number, "missing_fields", f"no {', '.join(missing)}", line)
+        return None
+    try:
+        return collector.rows.from_json(obj)
+    except (ValueError, TypeError) as error:
+        collector.bad_input(file, number, "bad_record", f"bytes field: {error}", line)
+        return None
+
+
+#: what Arrow (and the dict preparation before it) raises for a record it cannot hold
+_CONVERSION_ERRORS: Final = (
+    pa.ArrowException,
+    TypeError,
+    ValueError,
+    OverflowError,
+    KeyError,
+    AttributeError,
+)
 
 
 @dataclass(slots=True)
@@ -187,16 +240,27 @@ class Collector:
             self.bad = []
 
     def _batch(self, pending: list[dict[str, Any]], where: list[tuple[str, int]]) -> Any:
+        return batch_or_quarantine(pending, where, self.rows.to_batch, self.bad_input)
+
+
+def batch_or_quarantine(
+    pending: list[dict[str, Any]],
+    where: list[tuple[str, int]],
+    convert: Callable[[list[dict[str, Any]]], pa.RecordBatch],
+    bad_input: Callable[[str, int, str, str], None],
+) -> pa.RecordBatch | None:
+    """`convert(pending)`; when Arrow refuses some record (a hand-edited line with a wrong
+    type), each record alone, the refused ones quarantined as `bad_record` at `where`."""
+    try:
+        return convert(pending)
+    except _CONVERSION_ERRORS:
+        pass
+    good = []
+    for row, (file, position) in zip(pending, where, strict=True):
         try:
-            return self.rows.to_batch(pending)
-        except _CONVERSION_ERRORS:
-            pass
-        good = []
-        for canonical, (file, position) in zip(pending, where, strict=True):
-            try:
-                self.rows.to_batch([canonical])
-            except _CONVERSION_ERRORS as error:
-                self.bad_input(file, position, "bad_record", f"{type(error).__name__}: {error}")
-                continue
-            good.append(canonical)
-        return self.rows.to_batch(good) if good else None
+            convert([row])
+        except _CONVERSION_ERRORS as error:
+            bad_input(file, position, "bad_record", f"{type(error).__name__}: {error}")
+            continue
+        good.append(row)
+    return convert(good) if good else None

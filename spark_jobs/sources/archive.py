@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final, cast
@@ -24,14 +23,15 @@ import fastavro
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from offsetwatch.decoder import contract
 from offsetwatch.decoder.avro import AvroCodec
 from offsetwatch.spark_jobs.sources import (
     OUTPUT_QUARANTINE,
     Collector,
     FileSplit,
     InputError,
+    RecordSink,
     output_of,
+    parse_line,
     paths_of,
     require_exists,
     walk_files,
@@ -43,8 +43,6 @@ from offsetwatch.spark_jobs.sources.lake_input import (
 )
 
 SOURCE: Final = "archive"
-#: what the readers feed: records or quarantine rows (Collector), or compact's input
-Sink = Collector | LakeCollector
 JSONL_SUFFIXES: Final = (".jsonl", ".jsonl.gz")
 AVRO_SUFFIX: Final = ".avro"
 _AVRO_MAGIC: Final = b"Obj\x01"
@@ -110,7 +108,7 @@ def _open_text(path: str) -> IO[bytes] | gzip.GzipFile:
     return open(path, "rb")
 
 
-def read_jsonl(file: str, collector: Sink) -> Iterator[Any]:
+def read_jsonl(file: str, collector: RecordSink) -> Iterator[Any]:
     try:
         with _open_text(file) as lines:
             for number, line in enumerate(lines, 1):
@@ -124,26 +122,6 @@ def read_jsonl(file: str, collector: Sink) -> Iterator[Any]:
     except (OSError, EOFError) as error:  # a torn gzip stream: keep what came before
         collector.bad_input(file, None, "bad_file", f"{type(error).__name__}: {error}")
     yield from collector.drain()
-
-
-def parse_line(line: bytes, file: str, number: int, collector: Sink) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(line)
-    except ValueError as error:
-        collector.bad_input(file, number, "bad_json", str(error), line)
-        return None
-    if not isinstance(obj, dict):
-        collector.bad_input(file, number, "bad_json", "not a JSON object", line)
-        return None
-    missing = [name for name in contract.REQUIRED if obj.get(name) is None]
-    if missing:
-        collector.bad_input(file, number, "missing_fields", f"no {', '.join(missing)}", line)
-        return None
-    try:
-        return collector.rows.from_json(obj)
-    except (ValueError, TypeError) as error:
-        collector.bad_input(file, number, "bad_record", f"bytes field: {error}", line)
-        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,7 +171,7 @@ def _header_end(data: bytes) -> int:
 
 
 def _read_avro_blocks(
-    data: bytes, file: str, collector: Sink, codec: AvroCodec
+    data: bytes, file: str, collector: RecordSink, codec: AvroCodec
 ) -> Generator[Any, None, int]:
     """The fast way through a container file: one fastavro block reader (the header parsed
     once, not once a block). Returns where it stopped: the end of the data, the first block
@@ -217,7 +195,7 @@ def _read_avro_blocks(
     return position
 
 
-def read_avro(file: str, collector: Sink) -> Iterator[Any]:
+def read_avro(file: str, collector: RecordSink) -> Iterator[Any]:
     data = Path(file).read_bytes()
     try:
         start = _header_end(data)

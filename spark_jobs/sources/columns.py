@@ -1,5 +1,11 @@
 """Decoded records straight into Arrow columns, for the sources that decode bytes themselves.
 
+The one place that builds Arrow record batches of the canonical record from columns
+(`assemble`, with `newer_version` computed the decoder's way) and the one decode flow of the
+segments and kafka sources (`decode_records`: decode a batch of messages, retry one by one
+when a record is bad, flat records to columns, the rest through canonical dicts). The segment
+bytes' numpy path (`segment_columns`) assembles its batches here too.
+
 Going through canonical dicts costs about 30 µs a record (`Canonical.to_dict`, then Arrow
 reading the dicts back); offset commits - nearly all of a real `__consumer_offsets` - have
 flat keys and values, so their columns are read off the decoded records directly, field by
@@ -10,13 +16,18 @@ dict path, which gives the same rows (tests/spark_jobs/test_sources_columns.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 
 from offsetwatch.decoder import contract
+from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.codec import Codec, Message
+from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.layout import Kind, field_layouts, has_tags_field
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -70,6 +81,34 @@ def _tags(unknown: tuple[tuple[int, bytes], ...]) -> list[dict[str, Any]] | None
     return [{"tag": tag, "data": data} for tag, data in unknown] if unknown else None
 
 
+def newer_version(key_type: int, versions: Any) -> Any:
+    """`Record.newer_than_known` of records of one key type, as a column: a list of value
+    versions (None for tombstones) gives a list, a numpy array (no tombstones) an array."""
+    high = RECORD_TYPES[key_type].value_versions.high
+    if isinstance(versions, np.ndarray):
+        return versions > high
+    return [v is not None and v > high for v in versions]
+
+
+def assemble(schema: pa.Schema, columns: Mapping[str, Any], n: int) -> pa.RecordBatch:
+    """One batch of `schema` (a CanonicalRows' Arrow schema) from its columns by name: Arrow
+    arrays (cast when their type differs), numpy arrays or lists; a column not given is null.
+    Every record the sources decode themselves has this offsetwatch's schema version."""
+    given = {contract.SCHEMA: np.full(n, contract.SCHEMA_VERSION, np.int32), **columns}
+    arrays = [to_array(given.get(field.name), field.type, n) for field in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def to_array(value: Any, kind: pa.DataType, n: int) -> pa.Array:
+    """A column of `kind` from an Arrow array (cast when needed), numpy array or list; None
+    gives n nulls."""
+    if value is None:
+        return pa.nulls(n, kind)
+    if isinstance(value, pa.Array):
+        return value if value.type == kind else value.cast(kind)
+    return pa.array(value, kind)
+
+
 def _flat_batch(
     rows: CanonicalRows, records: Sequence[Record], txn: Sequence[str | None]
 ) -> pa.RecordBatch:
@@ -82,29 +121,29 @@ def _flat_batch(
     tombstones = first.value is None
     rtype = RECORD_TYPES[first.key_type]
     versions = list(map(attrgetter("value_version"), records))
-    high = rtype.value_versions.high
     keys = list(map(attrgetter("key"), records))
     group_field = "group" if hasattr(first.key, "group") else "group_id"
-    columns: dict[str, pa.Array] = {
-        "type": pa.array([rtype.name] * n, pa.string()),
-        "key_type": pa.array(list(map(attrgetter("key_type"), records)), pa.int32()),
-        "value_version": pa.array(versions, pa.int32()),
-        "tombstone": pa.array([tombstones] * n, pa.bool_()),
-        "newer_version": pa.array([v is not None and v > high for v in versions], pa.bool_()),
-        "partition": pa.array(list(map(attrgetter("partition"), records)), pa.int32()),
-        "offset": pa.array(list(map(attrgetter("offset"), records)), pa.int64()),
-        "timestamp": pa.array(list(map(attrgetter("timestamp"), records)), pa.int64()),
-        "group": pa.array(list(map(attrgetter(group_field), keys)), pa.string()),
-        "key": _struct_column(schema.field("key").type, keys, type(first.key)),
-        "value": (
-            pa.nulls(n, schema.field("value").type)
+    columns: dict[str, Any] = {
+        contract.TYPE: [rtype.name] * n,
+        contract.KEY_TYPE: list(map(attrgetter("key_type"), records)),
+        contract.VALUE_VERSION: versions,
+        contract.TOMBSTONE: [tombstones] * n,
+        contract.NEWER_VERSION: newer_version(first.key_type, versions),
+        contract.PARTITION: list(map(attrgetter("partition"), records)),
+        contract.OFFSET: list(map(attrgetter("offset"), records)),
+        contract.TIMESTAMP: list(map(attrgetter("timestamp"), records)),
+        contract.GROUP: list(map(attrgetter(group_field), keys)),
+        contract.KEY: _struct_column(schema.field(contract.KEY).type, keys, type(first.key)),
+        contract.VALUE: (
+            None
             if tombstones
-            else _struct_column(schema.field("value").type, [r.value for r in records], value_cls)
+            else _struct_column(
+                schema.field(contract.VALUE).type, [r.value for r in records], value_cls
+            )
         ),
-        TXN_COLUMN: pa.array(txn, pa.string()),
-        contract.SCHEMA: pa.array([contract.SCHEMA_VERSION] * n, pa.int32()),
+        TXN_COLUMN: list(txn),
     }
-    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+    return assemble(schema, columns, n)
 
 
 def flat_batches(
@@ -153,6 +192,52 @@ def flat_batches(
         try:
             statuses = list(txn) if len(indexes) == len(records) else [txn[i] for i in indexes]
             batches.append(_flat_batch(rows, chosen, statuses))
-        except UnicodeEncodeError:  # text kept from invalid UTF-8: the dict path scrubs it
-            rest.extend(indexes)
+        except (UnicodeEncodeError, pa.ArrowInvalid, pa.ArrowTypeError):
+            rest.extend(indexes)  # e.g. text kept from invalid UTF-8: the dict path scrubs it
     return batches, sorted(rest)
+
+
+#: (index of the message, the message, why it did not decode)
+OnBadRecord = Callable[[int, Message, DecodeError], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What `decode_records` made of a list of messages."""
+
+    #: the flat records, as Arrow batches of `rows.arrow`
+    batches: list[pa.RecordBatch]
+    #: every other good record: (index of its message, canonical dict with `txn` set)
+    rest: list[tuple[int, dict[str, Any]]]
+
+
+def decode_records(
+    codec: Codec,
+    canonical: Canonical,
+    rows: CanonicalRows,
+    messages: Sequence[Message],
+    txn: Sequence[str | None],
+    on_bad: OnBadRecord,
+) -> Decoded:
+    """The one decode flow of the sources that read `__consumer_offsets` bytes: the whole
+    list at once (`decode_many`); when some record is bad, each one alone, the bad ones to
+    `on_bad`; flat records to columns, the rest through canonical dicts."""
+    try:
+        decoded: list[AnyRecord | None] = list(codec.decode_many(messages))
+    except DecodeError:
+        decoded = []
+        for index, message in enumerate(messages):
+            try:
+                decoded.append(codec.decode(*message))
+            except DecodeError as error:
+                decoded.append(None)
+                on_bad(index, message, error)
+    batches, rest = flat_batches(rows, decoded, txn)
+    dicts = []
+    for index in rest:
+        record = decoded[index]
+        assert record is not None
+        row = canonical.to_dict(record)
+        row[TXN_COLUMN] = txn[index]
+        dicts.append((index, row))
+    return Decoded(batches, dicts)

@@ -26,9 +26,8 @@ from offsetwatch.decoder.avro import AvroCodec, AvroError
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.codec import Codec, Message
 from offsetwatch.decoder.errors import DecodeError
-from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.spark_jobs.schema import CanonicalRows
-from offsetwatch.spark_jobs.sources.kafka_columns import CommitColumns, is_plain_commit
+from offsetwatch.spark_jobs.sources.columns import decode_records
 from offsetwatch.spark_jobs.sources.kafka_options import Format
 from offsetwatch.spark_jobs.sources.segment_columns import decode_messages
 
@@ -75,10 +74,8 @@ class MessageDecoder:
     _codec: Codec = field(default_factory=Codec, init=False)
     _canonical: Canonical = field(default_factory=Canonical, init=False)
     _avro: AvroCodec | None = field(default=None, init=False)
-    _columns: CommitColumns = field(init=False)
 
     def __post_init__(self) -> None:
-        self._columns = CommitColumns(self.rows)
         if self.format == "avro":
             self._avro = AvroCodec()
 
@@ -113,27 +110,24 @@ class MessageDecoder:
         return Decoding(both, decoded.records, decoded.rejected)
 
     def _decode_records(self, messages: list[Message]) -> Decoding:
-        """Record by record: the decoder's records, commits then columns read off them."""
+        """Record by record: flat records (offset commits) as columns, the rest as dicts."""
         bad: list[Rejected] = []
-        try:
-            records = self._codec.decode_many(messages)
-        except DecodeError:
-            # a bad record somewhere in the batch: decode it again one by one (rare)
-            records = []
-            for message in messages:
-                try:
-                    records.append(self._codec.decode(*message))
-                except DecodeError as error:
-                    bad.append(_rejected(message, error.kind, str(error)))
-        commits: list[Record] = []
-        others: list[AnyRecord] = []
-        for record in records:
-            (commits if is_plain_commit(record) else others).append(record)  # type: ignore[arg-type]
-        batch = self._columns.batch(commits) if commits else None
-        if batch is None:
-            others = records
-        to_dict = self._canonical.to_dict
-        return Decoding(batch, [(r.offset, to_dict(r)) for r in others], bad)
+
+        def rejected(_index: int, message: Message, error: DecodeError) -> None:
+            bad.append(_rejected(message, error.kind, str(error)))
+
+        txn: list[str | None] = [None] * len(messages)  # a topic tells no outcomes
+        decoded = decode_records(self._codec, self._canonical, self.rows, messages, txn, rejected)
+        batches = decoded.batches
+        commits = (
+            None
+            if not batches
+            else batches[0]
+            if len(batches) == 1
+            else (pa.concat_batches(batches))
+        )
+        records = [(messages[index][3], row) for index, row in decoded.rest]
+        return Decoding(commits, records, bad)
 
     def _decode_republished(self, value: bytes | None) -> dict[str, Any]:
         if value is None:

@@ -36,7 +36,12 @@ from offsetwatch.spark_jobs.lake_flatten import LAKE_RECORD_TYPES, LOG_END_TYPE,
 from offsetwatch.spark_jobs.lake_group_events import GROUP_RECORD_TYPES
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
 from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows, arrow_schema, records_struct
-from offsetwatch.spark_jobs.sources import BATCH_RECORDS, quarantine_row
+from offsetwatch.spark_jobs.sources import (
+    BATCH_RECORDS,
+    batch_or_quarantine,
+    parse_line,
+    quarantine_row,
+)
 
 #: option("output") of the archive source for compact
 OUTPUT_LAKE: Final = "lake"
@@ -171,19 +176,10 @@ class LakeCollector:
     def _batch(
         self, pending: list[dict[str, Any]], where: list[tuple[str, int]]
     ) -> pa.RecordBatch | None:
-        try:
-            return pa.RecordBatch.from_pylist(pending, schema=self.arrow)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            pass
-        good = []
-        for row, (file, position) in zip(pending, where, strict=True):
-            try:
-                pa.RecordBatch.from_pylist([row], schema=self.arrow)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
-                self.bad_input(file, position, "bad_record", f"{type(error).__name__}: {error}")
-                continue
-            good.append(row)
-        return pa.RecordBatch.from_pylist(good, schema=self.arrow) if good else None
+        def convert(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+            return pa.RecordBatch.from_pylist(rows, schema=self.arrow)
+
+        return batch_or_quarantine(pending, where, convert, self.bad_input)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,8 +227,6 @@ def _careful(
     file: str, first: int, lines: list[bytes], indexes: Iterable[int], collector: LakeCollector
 ) -> Iterator[pa.RecordBatch]:
     """Lines parsed one by one in Python, as the `records` and `quarantine` outputs do."""
-    from offsetwatch.spark_jobs.sources.archive import parse_line
-
     for index in indexes:
         line = lines[index]
         if not line or line.isspace():

@@ -35,6 +35,7 @@ from offsetwatch.decoder.layout import Kind, field_layouts
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue
 from offsetwatch.decoder.registry import RECORD_TYPES
 from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows
+from offsetwatch.spark_jobs.sources.columns import assemble, newer_version, to_array
 
 #: base offset, length, leader epoch, magic, crc, attributes, last offset delta, base
 #: timestamp, max timestamp, producer id, producer epoch, base sequence, record count
@@ -411,17 +412,9 @@ def _columns(a: Any, f: _Framed) -> dict[str, Any] | None:
     }
 
 
-def _array(value: Any, kind: pa.DataType, n: int) -> pa.Array:
-    if value is None:
-        return pa.nulls(n, kind)
-    if isinstance(value, pa.Array):
-        return value if value.type == kind else value.cast(kind)
-    return pa.array(value, kind)
-
-
 def _struct(kind: pa.StructType, children: dict[str, Any], n: int, mask: Any) -> pa.StructArray:
     fields = [kind.field(i) for i in range(kind.num_fields)]
-    arrays = [_array(children.get(f.name), f.type, n) for f in fields]
+    arrays = [to_array(children.get(f.name), f.type, n) for f in fields]
     return pa.StructArray.from_arrays(
         arrays, fields=fields, mask=None if mask is None else pa.array(mask, pa.bool_())
     )
@@ -435,23 +428,21 @@ def _batch(
     schema = rows.arrow
     n = len(columns["offset"])
     tombstone = columns["tombstone"]
+    key_type = columns["key_type"]
     names = {t: RECORD_TYPES[t].name for t in _COMMIT_KEY_TYPES}
+    # tombstones have no version: their `newer` is masked out with the version itself
+    version = columns["value_version"].fill_null(0).to_numpy(zero_copy_only=False)
+    newer = np.where(key_type == 0, newer_version(0, version), newer_version(1, version))
+    value_type = schema.field(contract.VALUE).type
     plain = {
         **columns,
-        "type": pa.array(np.where(columns["key_type"] == 0, names[0], names[1]), pa.string()),
-        "newer_version": np.zeros(n, np.bool_),
-        "partition": np.broadcast_to(np.asarray(partition, np.int64), (n,)),
+        contract.TYPE: pa.array(np.where(key_type == 0, names[0], names[1]), pa.string()),
+        contract.NEWER_VERSION: newer & ~tombstone,
+        contract.PARTITION: np.broadcast_to(np.asarray(partition, np.int64), (n,)),
+        contract.KEY: _struct(schema.field(contract.KEY).type, columns["key"], n, None),
+        contract.VALUE: _struct(
+            value_type, columns["value"], n, tombstone if tombstone.any() else None
+        ),
         TXN_COLUMN: pa.repeat(pa.scalar(txn, pa.string()), n),
-        contract.SCHEMA: pa.repeat(pa.scalar(contract.SCHEMA_VERSION, pa.int32()), n),
     }
-    arrays = []
-    for field in schema:
-        value = plain.get(field.name)
-        if field.name == "key":
-            arrays.append(_struct(field.type, plain["key"], n, None))
-        elif field.name == "value":
-            mask = tombstone if tombstone.any() else None
-            arrays.append(_struct(field.type, plain["value"], n, mask))
-        else:
-            arrays.append(_array(value, field.type, n))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return assemble(schema, plain, n)

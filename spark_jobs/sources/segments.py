@@ -40,7 +40,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows
+from offsetwatch.decoder.codec import Message
+from offsetwatch.decoder.errors import DecodeError
+from offsetwatch.spark_jobs.schema import CanonicalRows
 from offsetwatch.spark_jobs.sources import (
     BATCH_RECORDS,
     OUTPUT_QUARANTINE,
@@ -51,7 +53,7 @@ from offsetwatch.spark_jobs.sources import (
     paths_of,
     require_exists,
 )
-from offsetwatch.spark_jobs.sources.columns import flat_batches
+from offsetwatch.spark_jobs.sources.columns import decode_records
 from offsetwatch.spark_jobs.sources.segment_columns import Run, decode_run, runs
 
 SOURCE: Final = "segments"
@@ -272,7 +274,6 @@ class _SplitReader:
 
     def _batches(self, file: str, data: bytes, start: int, end: int) -> Iterator[Any]:
         """The record path over data[start:end] (data: the split's bytes)."""
-        from offsetwatch.decoder.errors import DecodeError
         from offsetwatch.decoder.segments import SegmentReader as BatchReader
 
         collector = self.collector
@@ -307,29 +308,21 @@ class _SplitReader:
             collector.bad_input(file, tail.position, "truncated", tail.reason)
 
     def _flush(self, codec: Any, canonical: Any) -> Iterator[Any]:
-        from offsetwatch.decoder.errors import DecodeError
-
         records, statuses = self.records, self.statuses
         partition = self.split.partition
         messages = [(r.key, r.value, partition, r.offset, r.timestamp) for r in records]
-        try:
-            decoded: list[Any] = codec.decode_many(messages)
-        except DecodeError:
-            decoded = []
-            for index, message in enumerate(messages):
-                try:
-                    decoded.append(codec.decode(*message))
-                except DecodeError as error:
-                    decoded.append(None)
-                    file, position = self._where(index)
-                    raw = _hex(message[0], message[1])
-                    self.collector.bad_input(file, position, "bad_record", str(error), raw)
-        batches, rest = flat_batches(self.collector.rows, decoded, statuses)
+
+        def bad_record(index: int, message: Message, error: DecodeError) -> None:
+            file, position = self._where(index)
+            raw = _hex(message[0], message[1])
+            self.collector.bad_input(file, position, "bad_record", str(error), raw)
+
+        decoded = decode_records(
+            codec, canonical, self.collector.rows, messages, statuses, bad_record
+        )
         if not self.collector.quarantine:
-            yield from batches
-        for index in rest:
-            row = canonical.to_dict(decoded[index])
-            row[TXN_COLUMN] = statuses[index]
+            yield from decoded.batches
+        for index, row in decoded.rest:
             self.collector.add(row, *self._where(index))
         self.records, self.statuses, self.marks = [], [], []
         yield from self.collector.drain()
