@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fastavro
 import pytest
 
 from offsetwatch.decoder import contract
-from offsetwatch.decoder.avro import AvroCodec
+from offsetwatch.decoder.avro import AvroCodec, avro_schema
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch.spark_jobs.reader import read_lake_input, read_quarantine, read_records
 from offsetwatch.spark_jobs.schema import CanonicalRows
@@ -122,3 +123,24 @@ def test_the_republished_topic_refuses_what_the_contract_refuses() -> None:
     ]
     assert decoded.rejected[0].error.startswith("partition 0 offset 1: ")
     assert json.loads(messages[0][1])[contract.TRANSACTION] == "aborted"
+
+
+def test_files_of_schema_version_one_still_read(spark: SparkSession, tmp_path: Path) -> None:
+    """What offsetwatch 0.1 wrote: the exporter's Avro archive (the version-1 schema) and
+    `decode`'s JSON lines, which had `transaction` only on transactional records."""
+    codec = AvroCodec()
+    old_schema = fastavro.parse_schema(avro_schema(contract.FIRST_SCHEMA_VERSION))
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    with (archive / "old.avro").open("wb") as out:
+        fastavro.writer(out, old_schema, [codec.to_avro_dict(GOOD[0])])
+    old_decode = [
+        commit("g", "orders", 1, 11, 1_000, 11),
+        {**commit("g", "orders", 1, 12, 2_000, 12), contract.TRANSACTION: contract.ABORTED},
+    ]
+    _jsonl(archive / "old-decode.jsonl", old_decode)
+    expected = {1: None, 11: None, 12: "aborted"}
+    assert _txn_by_offset(read_records(spark, "archive", str(archive))) == expected
+    lake_input = read_lake_input(spark, "archive", str(archive))
+    assert lake_input.where(lake_input[BAD_COLUMN].isNotNull()).count() == 0
+    assert _txn_by_offset(lake_input) == expected
