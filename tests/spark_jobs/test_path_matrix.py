@@ -408,7 +408,7 @@ def test_offsets_at_on_decode_json_gives_kafkas_answer(matrix: Matrix) -> None:
     for name, run in matrix.runs.items():
         want = _kafka_offsets(run)
         for group in sorted(transactional & _run_groups(run)):
-            text = _cli("spark", "offsets-at", "--input", str(matrix.decoded_json),
+            text = _cli("spark", "offsets-at", "--input", str(matrix.decoded_json.parent),
                         "--group", group, "--time", str(matrix.end_ms(name)),
                         "--format", "json")  # fmt: skip
             answer = json.loads(text)
