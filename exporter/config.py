@@ -9,13 +9,18 @@ Precedence, lowest first:
 
 Every setting has the same name in all three places: the field `http_port` is `http_port` in
 the TOML file, `OFFSETWATCH_HTTP_PORT` in the environment and `--http-port` on the command
-line. librdkafka properties (any of them: SASL, SSL, timeouts...) are passed through
+line. The brokers take both spellings everywhere, Kafka's first (offsetwatch.core.connection,
+shared with every command): `--bootstrap-server`/`--bootstrap-servers`,
+`OFFSETWATCH_BOOTSTRAP_SERVER`/`OFFSETWATCH_BOOTSTRAP_SERVERS`, `bootstrap_server`/
+`bootstrap_servers` in the file; the two names set to different values in one layer is an
+error. librdkafka properties (any of them: SASL, SSL, timeouts...) are passed through
 untouched:
 
 * TOML: a `[kafka]` table, `"sasl.mechanism" = "SCRAM-SHA-512"` (quoted or dotted keys);
 * environment: `OFFSETWATCH_KAFKA_SASL_MECHANISM=SCRAM-SHA-512` (after `OFFSETWATCH_KAFKA_`,
   `_` becomes `.`, `__` becomes a literal `_`, and the name is lower-cased);
-* command line: `-X sasl.mechanism=SCRAM-SHA-512` (repeatable, like kcat).
+* command line: `-X sasl.mechanism=SCRAM-SHA-512` (repeatable, like kcat; the same option
+  as every other command's).
 
 Kafka properties merge key by key across the layers. Optional settings ("None = off": the
 publish topic, the archive directory, the checkpoint path...) are switched off again by an
@@ -52,8 +57,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from offsetwatch.core.connection import (
+    BOOTSTRAP_DEST,
+    BOOTSTRAP_ENV,
+    BOOTSTRAP_FLAGS,
+    ENV_KAFKA_PREFIX,
+    ConnectionOptionError,
+    add_connection_options,
+    bootstrap_from_env,
+    kafka_property_name,
+)
+
 ENV_PREFIX: Final = "OFFSETWATCH_"
-ENV_KAFKA_PREFIX: Final = "OFFSETWATCH_KAFKA_"
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
 
 #: Port of the /metrics endpoint. Prometheus' exporter port list (9100-9999) is fully
@@ -210,6 +225,8 @@ class _Setting:
 
     @property
     def flag(self) -> str:
+        if self.name == _BOOTSTRAP:
+            return BOOTSTRAP_FLAGS[0]
         return "--" + self.name.replace("_", "-")
 
     @property
@@ -217,9 +234,13 @@ class _Setting:
         return ENV_PREFIX + self.name.upper()
 
 
+_BOOTSTRAP: Final = "bootstrap_servers"
+#: the file's other spelling of bootstrap_servers (Kafka's singular)
+_BOOTSTRAP_ALIAS: Final = "bootstrap_server"
+
 _SETTINGS: Final = (
     _Setting(
-        "bootstrap_servers",
+        _BOOTSTRAP,
         "str",
         "Kafka brokers to bootstrap from, comma separated host:port pairs. Any broker of the "
         "cluster works: the client discovers the others.",
@@ -525,8 +546,8 @@ def _validate(config: ExporterConfig) -> None:
             )
     if "bootstrap.servers" in config.kafka_properties:
         raise ConfigError(
-            "set the brokers with --bootstrap-servers (OFFSETWATCH_BOOTSTRAP_SERVERS, "
-            "bootstrap_servers in the file), not the Kafka property bootstrap.servers"
+            "set the brokers with --bootstrap-server (OFFSETWATCH_BOOTSTRAP_SERVER, "
+            "bootstrap_server in the file), not the Kafka property bootstrap.servers"
         )
 
 
@@ -556,19 +577,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"TOML file with settings (env {ENV_CONFIG_FILE}). Top-level keys are the flag "
         "names with underscores; librdkafka properties go in a [kafka] table.",
     )
-    group.add_argument(
-        "-X",
-        "--kafka-property",
-        dest="kafka_property",
-        metavar="NAME=VALUE",
-        action="append",
-        default=None,
-        help="A librdkafka property passed to the Kafka clients, e.g. -X "
-        "security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512 (repeatable; env "
-        "OFFSETWATCH_KAFKA_SASL_MECHANISM=...). Prefer the environment for passwords: "
-        "command lines are visible to every user of the host.",
+    bootstrap = _BY_NAME[_BOOTSTRAP]
+    add_connection_options(
+        group,
+        bootstrap_help=f"{bootstrap.help} Default: {_FIELD_DEFAULTS[_BOOTSTRAP]}.",
+        property_help="prefer the environment for passwords: command lines are visible to "
+        "every user of the host",
     )
     for setting in _SETTINGS:
+        if setting is bootstrap:
+            continue
         default = _FIELD_DEFAULTS[setting.name]
         shown = "off" if default is None else default
         help_text = f"{setting.help} (env {setting.env}; default: {shown})"
@@ -708,6 +726,13 @@ def _apply_file(
 ) -> None:
     document = _read_toml(path)
     source = str(path)
+    if _BOOTSTRAP_ALIAS in document:
+        alias = document.pop(_BOOTSTRAP_ALIAS)
+        if _BOOTSTRAP in document and document[_BOOTSTRAP] != alias:
+            raise ConfigError(
+                f"{_BOOTSTRAP_ALIAS} and {_BOOTSTRAP} in {source} differ: keep only one of them"
+            )
+        document[_BOOTSTRAP] = alias
     for key, value in document.items():
         if key == "kafka":
             if not isinstance(value, dict):
@@ -718,15 +743,11 @@ def _apply_file(
         setting = _BY_NAME.get(key)
         if setting is None:
             raise ConfigError(
-                f"unknown setting {key!r} in {source}{_suggest(key, [*_BY_NAME, 'kafka'])}"
+                f"unknown setting {key!r} in {source}"
+                f"{_suggest(key, [*_BY_NAME, _BOOTSTRAP_ALIAS, 'kafka'])}"
             )
         values[key] = _from_toml(setting, value, source)
         sources[key] = source
-
-
-def kafka_property_name(rest: str) -> str:
-    """SASL_MECHANISM -> sasl.mechanism; a double underscore stands for a literal '_'."""
-    return ".".join(part.lower() for part in rest.replace("__", "\0").split("_")).replace("\0", "_")
 
 
 def _apply_env(
@@ -735,9 +756,16 @@ def _apply_env(
     kafka: dict[str, str],
     sources: dict[str, str],
 ) -> None:
-    by_env = {s.env: s for s in _SETTINGS}
+    by_env = {s.env: s for s in _SETTINGS if s.name != _BOOTSTRAP}
+    try:
+        brokers = bootstrap_from_env(environ)
+    except ConnectionOptionError as error:
+        raise ConfigError(str(error)) from None
+    if brokers is not None:
+        values[_BOOTSTRAP] = brokers
+        sources[_BOOTSTRAP] = " / ".join(name for name in BOOTSTRAP_ENV if environ.get(name))
     for key in sorted(environ):
-        if not key.startswith(ENV_PREFIX):
+        if not key.startswith(ENV_PREFIX) or key in BOOTSTRAP_ENV:
             continue
         text = environ[key]
         setting = by_env.get(key)
@@ -754,20 +782,17 @@ def _apply_args(
     args: argparse.Namespace, values: dict[str, Any], kafka: dict[str, str], sources: dict[str, str]
 ) -> None:
     for setting in _SETTINGS:
-        given = getattr(args, setting.name, None)
+        # the brokers' flag has the dest every command's connection options share
+        dest = BOOTSTRAP_DEST if setting.name == _BOOTSTRAP else setting.name
+        given = getattr(args, dest, None)
         if given is None:
             continue
         if isinstance(given, str):  # every flag but the booleans is parsed here
             given = _from_text(setting, given, setting.flag)
         values[setting.name] = given
         sources[setting.name] = setting.flag
-    for item in getattr(args, "kafka_property", None) or ():
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            # the argument is not echoed: it may be a password typed with the wrong separator
-            raise ConfigError("-X expects NAME=VALUE, e.g. -X sasl.mechanism=PLAIN")
-        kafka[name] = value
+    # (key, value) pairs, checked by the -X option itself (offsetwatch.core.connection)
+    kafka.update(getattr(args, "kafka_properties", None) or ())
 
 
 def load_config(

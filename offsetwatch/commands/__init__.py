@@ -17,9 +17,10 @@ Shared conventions, provided here:
   what to do in the message.
 * `apply_env_defaults(parser)`: every long option `--some-option` can also come from the
   environment variable `OFFSETWATCH_SOME_OPTION` (the command line wins).
-* `kafka_properties_from_env(...)`: librdkafka properties from `OFFSETWATCH_KAFKA_<NAME>`
-  variables, the convention `offsetwatch export` (exporter/config.py) uses as well, so one set
-  of variables serves every command.
+* Kafka connection options (`--bootstrap-server`, `-X KEY=VALUE` and their environment
+  variables) come from `offsetwatch.core.connection`, the one definition `offsetwatch export`
+  (exporter/config.py) uses as well, so one set of flags and variables serves every command;
+  `kafka_properties_from_env` is its reader of `OFFSETWATCH_KAFKA_<NAME>` variables.
 * `Repeat`: the action for repeatable options whose command-line values replace (not extend) a
   list taken from the environment.
 """
@@ -32,6 +33,12 @@ import os
 import pkgutil
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
+
+from offsetwatch.core.connection import (
+    CONNECTION_DESTS,
+    ENV_KAFKA_PREFIX,
+    kafka_properties_from_env,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -51,7 +58,6 @@ __all__ = [
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
-ENV_KAFKA_PREFIX: Final = "OFFSETWATCH_KAFKA_"
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
 
@@ -102,27 +108,6 @@ def option_env_names(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:
     return {name for parser in parsers for action in parser._actions for name in env_names(action)}
 
 
-def kafka_properties_from_env(
-    environ: Mapping[str, str], reserved: Collection[str] = ()
-) -> list[tuple[str, str]]:
-    """librdkafka properties from `OFFSETWATCH_KAFKA_<NAME>` variables, sorted by name.
-
-    After the prefix, `_` stands for `.` and `__` for a literal `_`, lower-cased:
-    OFFSETWATCH_KAFKA_SASL_PASSWORD -> sasl.password (as in exporter/config.py). Variables in
-    `reserved` are options of some command (OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES), not
-    properties.
-    """
-    from offsetwatch.exporter.config import kafka_property_name
-
-    out = []
-    for key in sorted(environ):
-        if key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
-            if key in reserved:
-                continue
-            out.append((kafka_property_name(key[len(ENV_KAFKA_PREFIX) :]), environ[key]))
-    return out
-
-
 def _split(text: str) -> list[str]:
     separator = "\n" if "\n" in text else ","
     return [part.strip() for part in text.split(separator) if part.strip()]
@@ -152,8 +137,9 @@ def apply_env_defaults(
 ) -> None:
     """Take option defaults from `OFFSETWATCH_<OPTION>` environment variables.
 
-    An option with several long names (`--bootstrap-server`, `--bootstrap-servers`) reads the
-    first of their variables that is set. Flags take 1/true/yes/on or 0/false/no/off;
+    An option with several long names reads the first of their variables that is set. The
+    connection options are left to `offsetwatch.core.connection.kafka_config`, which also
+    refuses two bootstrap variables that disagree. Flags take 1/true/yes/on or 0/false/no/off;
     repeatable options take several values separated by commas (or by newlines, when a value
     itself holds commas). Options whose dest is in `exclude` are left alone. A bad value is
     not an error at once: it is stored as `args.env_errors` and the command reports it (exit
@@ -162,8 +148,10 @@ def apply_env_defaults(
     env = os.environ if environ is None else environ
     errors: list[str] = []
     for action in parser._actions:
-        if action.dest in exclude or isinstance(
-            action, argparse._HelpAction | argparse._VersionAction
+        if (
+            action.dest in exclude
+            or action.dest in CONNECTION_DESTS
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
         ):
             continue
         name = next((n for n in env_names(action) if n in env), None)

@@ -6,11 +6,11 @@ import argparse
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from offsetwatch.commands import (
-    UsageError,
-    apply_env_defaults,
-    kafka_properties_from_env,
-    option_env_names,
+from offsetwatch.commands import UsageError, apply_env_defaults, option_env_names
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    add_connection_options,
+    kafka_config,
 )
 
 if TYPE_CHECKING:
@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 CONNECTION_HELP = """\
 connection:
-  --bootstrap-server or OFFSETWATCH_BOOTSTRAP_SERVER; any librdkafka property with -X KEY=VALUE
-  or OFFSETWATCH_KAFKA_<PROPERTY> (OFFSETWATCH_KAFKA_SASL_PASSWORD -> sasl.password)."""
+  --bootstrap-server (or --bootstrap-servers), or OFFSETWATCH_BOOTSTRAP_SERVER (or
+  OFFSETWATCH_BOOTSTRAP_SERVERS; both set must agree); any librdkafka property with
+  -X KEY=VALUE or OFFSETWATCH_KAFKA_<PROPERTY> (OFFSETWATCH_KAFKA_SASL_PASSWORD -> sasl.password).
+  The command line wins over the environment."""
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -35,42 +37,23 @@ def broker_from_args(args: argparse.Namespace) -> OffsetBroker:
 
 
 def env_defaults(parser: argparse.ArgumentParser, keep: frozenset[str] = frozenset()) -> None:
-    """Only the connection (and `keep`) come from OFFSETWATCH_* variables: a group, a topic or
-    a --format meant for another command must never steer an offset change."""
-    allowed = keep | {"bootstrap_server"}
-    apply_env_defaults(parser, exclude={a.dest for a in parser._actions} - allowed)
+    """Only the connection (read by `kafka_config`) and `keep` come from OFFSETWATCH_*
+    variables: a group, a topic or a --format meant for another command must never steer an
+    offset change."""
+    apply_env_defaults(parser, exclude={a.dest for a in parser._actions} - keep)
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
-    from offsetwatch.commands.decode import parse_property
-
-    group = parser.add_argument_group("connection")
-    group.add_argument(
-        "--bootstrap-server",
-        "--bootstrap-servers",
-        metavar="HOST:PORT[,...]",
-        help="Kafka brokers",
-    )
-    group.add_argument(
-        "-X",
-        "--kafka-property",
-        dest="properties",
-        action="append",
-        type=parse_property,
-        default=[],
-        metavar="KEY=VALUE",
-        help="librdkafka client property, e.g. -X security.protocol=SASL_SSL (repeatable)",
-    )
+    add_connection_options(parser.add_argument_group("connection"))
 
 
 def open_broker(args: argparse.Namespace, parser: argparse.ArgumentParser) -> OffsetBroker:
     from offsetwatch.offset_ops.admin import AdminBroker
 
-    reserved = option_env_names([parser])
-    properties = dict(kafka_properties_from_env(os.environ, reserved))
-    properties.update(dict(args.properties or []))
-    if args.bootstrap_server:
-        properties["bootstrap.servers"] = args.bootstrap_server
+    try:
+        properties = kafka_config(args, os.environ, option_env_names([parser]))
+    except ConnectionOptionError as error:
+        raise UsageError(str(error)) from None
     if "bootstrap.servers" not in properties:
         raise UsageError("no cluster: give --bootstrap-server HOST:PORT")
     return AdminBroker(properties)

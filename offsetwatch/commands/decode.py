@@ -18,12 +18,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from offsetwatch.commands import (
-    Repeat,
-    UsageError,
-    apply_env_defaults,
-    kafka_properties_from_env,
-    option_env_names,
+from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, option_env_names
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    add_connection_options,
+    kafka_config,
 )
 from offsetwatch.instants import epoch_or_iso_ms
 
@@ -109,7 +108,8 @@ examples:
 
 environment:
   Every option can also come from an environment variable OFFSETWATCH_<OPTION> (upper case,
-  dashes as underscores): OFFSETWATCH_BOOTSTRAP_SERVER=broker1:9092, OFFSETWATCH_FORMAT=dump-log,
+  dashes as underscores): OFFSETWATCH_BOOTSTRAP_SERVER=broker1:9092 (or
+  OFFSETWATCH_BOOTSTRAP_SERVERS; both set must agree), OFFSETWATCH_FORMAT=dump-log,
   OFFSETWATCH_FOLLOW=1. Repeatable options take a comma-separated list (newline-separated when
   a value holds commas). librdkafka properties come from OFFSETWATCH_KAFKA_<PROPERTY>, the
   same variables offsetwatch export reads: dots as underscores, a literal underscore doubled,
@@ -147,14 +147,6 @@ def parse_start(text: str) -> StartPosition:
             f"{text!r} is not a start position: use beginning, end, an ISO-8601 time like "
             "2026-11-20T09:00:00Z (UTC unless it has an offset), or epoch milliseconds"
         ) from None
-
-
-def parse_property(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        # never echo the argument: it may be a secret typed with the wrong separator
-        raise argparse.ArgumentTypeError("expected KEY=VALUE (a librdkafka property)")
-    return key.strip(), value
 
 
 def parse_partition(text: str) -> int:
@@ -269,11 +261,10 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
 
     live = parser.add_argument_group("live topic")
-    live.add_argument(
-        "--bootstrap-server",
-        "--bootstrap-servers",
-        metavar="HOST:PORT[,...]",
-        help="Kafka brokers to read from",
+    add_connection_options(
+        live,
+        bootstrap_help="Kafka brokers to read from",
+        property_help="see the environment section below",
     )
     live.add_argument(
         "--topic", "--offsets-topic", default=DEFAULT_TOPIC, help="topic to read (%(default)s)"
@@ -300,17 +291,6 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         default="read_uncommitted",
         help="read_uncommitted (default: every record, as Kafka's console consumer shows them) "
         "or read_committed (hide aborted transactional commits)",
-    )
-    live.add_argument(
-        "-X",
-        "--kafka-property",
-        dest="properties",
-        action="append",
-        type=parse_property,
-        default=[],
-        metavar="KEY=VALUE",
-        help="librdkafka client property, e.g. -X security.protocol=SASL_SSL (repeatable; "
-        "also OFFSETWATCH_KAFKA_<PROPERTY> variables, see below)",
     )
     live.add_argument(
         "--timeout",
@@ -364,8 +344,8 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         help="progress bar on stderr for file input (default: when stderr is a terminal)",
     )
-    # -X has its own variables: OFFSETWATCH_KAFKA_<PROPERTY>, shared with offsetwatch export
-    apply_env_defaults(parser, exclude={"properties"})
+    # the connection's variables are read by kafka_config (in _open_source)
+    apply_env_defaults(parser)
     # the other commands' options, to tell their OFFSETWATCH_KAFKA_* settings from properties
     parser.set_defaults(handler=functools.partial(run, commands=subparsers.choices))
     return parser
@@ -393,8 +373,10 @@ def _open_source(args: argparse.Namespace, reserved_env: Collection[str]) -> Sou
     from offsetwatch import decode_inputs as inputs
 
     partitions = frozenset(args.partitions) if args.partitions else None
-    # the environment first: -X on the command line wins
-    properties = kafka_properties_from_env(os.environ, reserved_env) + (args.properties or [])
+    try:
+        kafka = kafka_config(args, os.environ, reserved_env)
+    except ConnectionOptionError as error:
+        raise UsageError(str(error)) from None
     kind = args.input
     if args.sample:
         if args.paths or kind is not None:
@@ -403,7 +385,7 @@ def _open_source(args: argparse.Namespace, reserved_env: Collection[str]) -> Sou
     elif kind is None:
         if args.paths:
             kind = _guess_input(args.paths)
-        elif args.bootstrap_server or any(k == "bootstrap.servers" for k, _ in properties):
+        elif "bootstrap.servers" in kafka:
             kind = "topic"
         else:
             raise UsageError(
@@ -428,7 +410,7 @@ def _open_source(args: argparse.Namespace, reserved_env: Collection[str]) -> Sou
         return inputs.SegmentSource(args.paths, partitions, args.max_batch_bytes)
     if args.paths:
         raise UsageError("the live topic takes no PATH (did you mean --input segments?)")
-    config = inputs.client_config(args.bootstrap_server, args.isolation, properties)
+    config = inputs.client_config(None, args.isolation, kafka.items())
     if "bootstrap.servers" not in config:
         raise UsageError("the live topic needs --bootstrap-server HOST:PORT")
     source = inputs.TopicSource(

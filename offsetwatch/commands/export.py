@@ -29,19 +29,19 @@ lag spike from replayed history. SIGTERM flushes, checkpoints and exits 0.
 EPILOG = """\
 examples:
   # a plain cluster, metrics on :9380
-  offsetwatch export --bootstrap-servers kafka-1:9092,kafka-2:9092
+  offsetwatch export --bootstrap-server kafka-1:9092,kafka-2:9092
 
   # SASL/SSL: any librdkafka property passes through (passwords better from the environment)
-  OFFSETWATCH_KAFKA_SASL_PASSWORD=... offsetwatch export --bootstrap-servers kafka:9093 \\
+  OFFSETWATCH_KAFKA_SASL_PASSWORD=... offsetwatch export --bootstrap-server kafka:9093 \\
       -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=monitor
 
   # restart without replaying the topic, republish every record as JSON, archive for Spark
-  offsetwatch export --bootstrap-servers kafka:9092 --checkpoint-path /var/lib/offsetwatch/state \\
+  offsetwatch export --bootstrap-server kafka:9092 --checkpoint-path /var/lib/offsetwatch/state \\
       --publish-topic offsets-decoded --publish-dlq-topic offsets-decoded-dlq \\
       --archive-dir /data/offsetwatch/archive
 
   # fewer series on a big cluster: per-topic sums only, some groups left out
-  offsetwatch export --bootstrap-servers kafka:9092 --granularity topic \\
+  offsetwatch export --bootstrap-server kafka:9092 --granularity topic \\
       --group-deny '^console-consumer-'
 
   # try it without Kafka: offsetwatch demo

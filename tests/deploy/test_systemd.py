@@ -69,7 +69,7 @@ def test_hardening_and_restart_policy() -> None:
 
 def test_environment_file_example_uses_real_variables() -> None:
     names = re.findall(r"^([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), flags=re.M)
-    assert "OFFSETWATCH_BOOTSTRAP_SERVERS" in names
+    assert "OFFSETWATCH_BOOTSTRAP_SERVER" in names
     unknown = [name for name in names if not is_export_env(name)]
     assert not unknown, f"not options of offsetwatch export: {unknown}"
 

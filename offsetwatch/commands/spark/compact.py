@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import Repeat, UsageError, apply_env_defaults
+from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, option_env_names
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    add_connection_options,
+    kafka_config,
+)
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -36,7 +44,7 @@ examples:
 
   # the republished topic, on a Spark cluster
   offsetwatch spark compact --source kafka --lake hdfs-mounted/lake --master spark://spark:7077 \\
-      --option kafka.bootstrap.servers=kafka:9092 --option topic=offsetwatch.records
+      --bootstrap-server kafka:9092 --option topic=offsetwatch.records
 """
 
 
@@ -63,11 +71,17 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         action=Repeat,
         default=[],
         metavar="KEY=VALUE",
-        help="an option of the source, repeatable (kafka.bootstrap.servers=..., topic=...)",
+        help="an option of the source, repeatable (topic=..., kafka.<property>=...); it "
+        "wins over the connection options",
+    )
+    add_connection_options(
+        parser.add_argument_group("connection (--source kafka)"),
+        bootstrap_help="brokers of the topic (the source option kafka.bootstrap.servers)",
+        property_help="the source option kafka.KEY",
     )
     add_spark_options(parser)
     apply_env_defaults(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=functools.partial(run, reserved_env=option_env_names([parser])))
     return parser
 
 
@@ -81,11 +95,25 @@ def _options(items: list[str]) -> dict[str, str]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def _source_options(args: argparse.Namespace, reserved_env: Collection[str]) -> dict[str, str]:
+    """--option items, over the connection's properties as kafka.* options (--source kafka)."""
+    options = _options(args.option)
+    if args.source != "kafka":
+        if args.bootstrap_server is not None or args.kafka_properties:
+            raise UsageError("--bootstrap-server and -X only apply to --source kafka")
+        return options
+    try:
+        connection = kafka_config(args, os.environ, reserved_env)
+    except ConnectionOptionError as error:
+        raise UsageError(str(error)) from None
+    return {f"kafka.{key}": value for key, value in connection.items()} | options
+
+
+def run(args: argparse.Namespace, reserved_env: Collection[str] = ()) -> int:
     from offsetwatch.spark_jobs.compact import FILE_SOURCES, check_input, compact
     from offsetwatch.spark_jobs.sources import InputError
 
-    options = _options(args.option)
+    options = _source_options(args, reserved_env)
     try:
         if args.source in FILE_SOURCES:
             if args.input is None:

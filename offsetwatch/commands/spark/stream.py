@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, kafka_properties_from_env
+from offsetwatch.commands import UsageError, apply_env_defaults, option_env_names
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    add_connection_options,
+    kafka_config,
+)
 from offsetwatch.core.topics import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -22,7 +29,7 @@ examples:
       --checkpoint /data/offsetwatch/stream-ckpt --alertmanager http://alertmanager:9093
 
   # from the republished topic (or the raw __consumer_offsets), alerts to a topic too
-  offsetwatch spark stream --kafka broker:9092 --topic offsets-canonical \\
+  offsetwatch spark stream --bootstrap-server broker:9092 --topic offsets-canonical \\
       --checkpoint /data/ckpt --alerts-topic offsetwatch-alerts
 
   # catch up on what is there and stop (e.g. from cron)
@@ -44,17 +51,24 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     source = parser.add_argument_group("input (one of)")
     source.add_argument("--archive", metavar="DIR", help="the exporter's archive directory")
-    source.add_argument("--kafka", metavar="HOST:PORT", help="bootstrap servers of a Kafka input")
+    add_connection_options(
+        source,
+        bootstrap_help="brokers of a Kafka input (--kafka is the older name), also used by "
+        "--alerts-topic",
+        more_bootstrap_flags=("--kafka",),
+        property_help="for the Kafka input and the alerts topic",
+    )
     source.add_argument(
         "--topic",
         default=OFFSETS_TOPIC,
-        help="with --kafka: the raw offsets topic (default) or the republished canonical topic",
+        help="with --bootstrap-server: the raw offsets topic (default) or the republished "
+        "canonical topic",
     )
     source.add_argument(
         "--starting-offsets",
         default="earliest",
-        help="with --kafka, where a new stream starts: earliest (default: the history the "
-        "detection needs) or latest; a restart always resumes from the checkpoint",
+        help="with --bootstrap-server, where a new stream starts: earliest (default: the "
+        "history the detection needs) or latest; a restart always resumes from the checkpoint",
     )
     parser.add_argument(
         "--checkpoint",
@@ -83,14 +97,6 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--runbook-base", help="runbook_url is this + '#<kind>'")
     parser.add_argument("--alerts-topic", help="also send alerts to this Kafka topic")
     parser.add_argument(
-        "-X",
-        dest="kafka_properties",
-        action=Repeat,
-        default=[],
-        metavar="KEY=VALUE",
-        help="a librdkafka property for the Kafka input and the alerts topic, repeatable",
-    )
-    parser.add_argument(
         "--trigger-s", type=float, default=30.0, help="micro-batch interval (default: 30)"
     )
     parser.add_argument(
@@ -105,37 +111,32 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_spark_options(parser)
     apply_env_defaults(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=functools.partial(run, reserved_env=option_env_names([parser])))
     return parser
 
 
-def _kafka_config(args: argparse.Namespace) -> dict[str, str]:
-    config = dict(kafka_properties_from_env(os.environ))
-    for item in args.kafka_properties:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"-X {item!r}: expected KEY=VALUE, e.g. -X security.protocol=SSL")
-        config[key] = value
-    return config
-
-
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, reserved_env: Collection[str] = ()) -> int:
     if getattr(args, "env_errors", None):
         raise UsageError(args.env_errors[0])
-    if (args.archive is None) == (args.kafka is None):
-        raise UsageError("give exactly one input: --archive DIR or --kafka HOST:PORT")
+    try:
+        kafka = kafka_config(args, os.environ, reserved_env)
+    except ConnectionOptionError as error:
+        raise UsageError(str(error)) from None
+    # --archive wins over brokers from the environment (they then serve --alerts-topic only)
+    if (args.archive is None and "bootstrap.servers" not in kafka) or (
+        args.archive is not None and args.bootstrap_server is not None
+    ):
+        raise UsageError("give exactly one input: --archive DIR or --bootstrap-server HOST:PORT")
     if args.checkpoint is None:
         raise UsageError("--checkpoint DIR is required: the stream resumes from it")
     if args.archive is not None and not Path(args.archive).is_dir():
         raise UsageError(f"--archive {args.archive}: no such directory")
     if args.trigger_s <= 0 or args.resend_s <= 0:
         raise UsageError("--trigger-s and --resend-s must be positive")
-    if (
-        args.alerts_topic is not None
-        and args.kafka is None
-        and not _kafka_config(args).get("bootstrap.servers")
-    ):
-        raise UsageError("--alerts-topic needs --kafka or -X bootstrap.servers=HOST:PORT")
+    if args.alerts_topic is not None and not kafka.get("bootstrap.servers"):
+        raise UsageError(
+            "--alerts-topic needs --bootstrap-server HOST:PORT (or OFFSETWATCH_BOOTSTRAP_SERVER)"
+        )
 
     from offsetwatch.spark_jobs.alerts.alertmanager import AlertmanagerSink
     from offsetwatch.spark_jobs.alerts.build import AlertSettings
@@ -150,9 +151,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
     checkpoint = Path(args.checkpoint)
-    kafka = _kafka_config(args)
-    if args.kafka is not None:
-        kafka["bootstrap.servers"] = args.kafka
     sinks = AlertSinks(
         alertmanager=None
         if args.alertmanager is None

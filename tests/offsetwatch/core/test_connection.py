@@ -1,0 +1,92 @@
+"""The connection options every command shares (offsetwatch.core.connection)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    add_connection_options,
+    bootstrap_from_env,
+    kafka_config,
+    kafka_properties_from_env,
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_connection_options(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_kafka_spelling_first_and_the_plural_too() -> None:
+    parser = argparse.ArgumentParser()
+    add_connection_options(parser)
+    usage = parser.format_usage()
+    assert usage.index("--bootstrap-server ") < usage.index("-X KEY=VALUE")
+    assert "--bootstrap-servers" not in usage  # the alias is in --help, not in the usage line
+    for flag in ("--bootstrap-server", "--bootstrap-servers"):
+        assert parse(flag, "b:9092").bootstrap_server == "b:9092"
+
+
+def test_properties_keep_everything_after_the_first_equals_sign() -> None:
+    args = parse("-X", "sasl.jaas.config=a=b", "--kafka-property", " client.id =x")
+    assert args.kafka_properties == [("sasl.jaas.config", "a=b"), ("client.id", "x")]
+
+
+def test_a_bad_property_is_refused_without_echoing_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("-X", "sasl.password:hunter2")
+    err = capsys.readouterr().err
+    assert "expected KEY=VALUE" in err and "hunter2" not in err
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, None),
+        ({"OFFSETWATCH_BOOTSTRAP_SERVER": "a:1"}, "a:1"),
+        ({"OFFSETWATCH_BOOTSTRAP_SERVERS": "a:1"}, "a:1"),
+        ({"OFFSETWATCH_BOOTSTRAP_SERVER": "a:1", "OFFSETWATCH_BOOTSTRAP_SERVERS": " a:1 "}, "a:1"),
+        ({"OFFSETWATCH_BOOTSTRAP_SERVER": "", "OFFSETWATCH_BOOTSTRAP_SERVERS": "b:2"}, "b:2"),
+    ],
+)
+def test_either_variable(environ: dict[str, str], expected: str | None) -> None:
+    assert bootstrap_from_env(environ) == expected
+
+
+def test_two_variables_that_disagree_are_refused_in_one_line() -> None:
+    environ = {"OFFSETWATCH_BOOTSTRAP_SERVER": "a:1", "OFFSETWATCH_BOOTSTRAP_SERVERS": "b:2"}
+    with pytest.raises(ConnectionOptionError) as error:
+        bootstrap_from_env(environ)
+    message = str(error.value)
+    assert "OFFSETWATCH_BOOTSTRAP_SERVER=a:1" in message and "set only one" in message
+    assert "\n" not in message
+
+
+def test_precedence_environment_then_flags() -> None:
+    environ = {
+        "OFFSETWATCH_KAFKA_BOOTSTRAP_SERVERS": "from-property-env:1",
+        "OFFSETWATCH_KAFKA_CLIENT_ID": "env",
+        "OFFSETWATCH_KAFKA_SASL_PASSWORD": "secret",
+        "OFFSETWATCH_BOOTSTRAP_SERVERS": "from-env:1",
+    }
+    assert kafka_config(parse(), environ) == {
+        "bootstrap.servers": "from-env:1",
+        "client.id": "env",
+        "sasl.password": "secret",
+    }
+    args = parse("-X", "client.id=flag", "-X", "bootstrap.servers=from-x:1")
+    assert kafka_config(args, environ)["client.id"] == "flag"
+    assert kafka_config(args, environ)["bootstrap.servers"] == "from-x:1"
+    args = parse("-X", "bootstrap.servers=from-x:1", "--bootstrap-servers", "from-flag:1")
+    assert kafka_config(args, environ)["bootstrap.servers"] == "from-flag:1"
+
+
+def test_reserved_variables_are_options_not_properties() -> None:
+    environ = {"OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES": "1", "OFFSETWATCH_KAFKA_ACKS": "all"}
+    assert kafka_properties_from_env(environ, {"OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES"}) == [
+        ("acks", "all")
+    ]
