@@ -11,6 +11,7 @@ Nothing here computes lag or status: that happened when the snapshot was built.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Final
 
 from offsetwatch.decoder.canonical import Canonical, dumps
@@ -104,9 +105,10 @@ def group_history(history: ConsoleHistory, group_id: str) -> JsonDict:
     }
 
 
-def lag_seconds_history(history: ConsoleHistory) -> JsonDict:
-    """Every group's largest lag in seconds, aligned to the tail of one time axis."""
-    times, groups = history.lag_seconds_all()
+def lag_seconds_history(history: ConsoleHistory, only: Collection[str] | None = None) -> JsonDict:
+    """Every group's largest lag in seconds (or those in `only`), aligned to the tail of one
+    time axis; a group without history is left out."""
+    times, groups = history.lag_seconds_all(only)
     return {
         "span_seconds": history.span_ms // 1000,
         "times_ms": list(times),

@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 import time
 from array import array
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot
 
@@ -118,30 +119,33 @@ class ConsoleHistory:
         return True
 
     def _trim(self, now: int) -> None:
+        """Drop points older than the span; thin the older half once the buffer is full.
+
+        What is kept is one or two slices of the time axis (the second one with a stride of
+        2), so every group's columns are cut with C-level slices, not per-point Python.
+        """
         times = self._times
-        keep: list[int] | None = None
-        old = 0
-        limit = now - self.span_ms
-        while old < len(times) and times[old] < limit:
-            old += 1
-        if old:
-            keep = list(range(old, len(times)))
-        if len(times) - old >= self.capacity:
-            start = old
-            half = start + (len(times) - start) // 2
-            # the older half keeps every other point (its newest included), the rest stays
-            older = list(range(half - 1, start - 1, -2))[::-1]
-            keep = older + list(range(half, len(times)))
-        if keep is None:
-            return
         n = len(times)
-        self._times = array("q", [times[i] for i in keep])
+        limit = now - self.span_ms
+        old = 0
+        while old < n and times[old] < limit:
+            old += 1
+        cuts: tuple[tuple[int, int, int], ...]
+        if n - old >= self.capacity:
+            half = old + (n - old) // 2
+            # every other point of the older half, ending with its newest (half - 1)
+            first = old + (half - 1 - old) % 2
+            cuts = ((first, half, 2), (half, n, 1))
+        elif old:
+            cuts = ((old, n, 1),)
+        else:
+            return
+        self._times = _cut(times, cuts, 0)
         for columns in self._groups.values():
             offset = n - len(columns.lag)
-            kept = [i - offset for i in keep if i >= offset]
-            columns.log_end = array("q", [columns.log_end[i] for i in kept])
-            columns.lag = array("q", [columns.lag[i] for i in kept])
-            columns.lag_seconds = array("f", [columns.lag_seconds[i] for i in kept])
+            columns.log_end = _cut(columns.log_end, cuts, offset)
+            columns.lag = _cut(columns.lag, cuts, offset)
+            columns.lag_seconds = _cut(columns.lag_seconds, cuts, offset)
 
     # -- readers (HTTP threads) ------------------------------------------------------------
 
@@ -163,15 +167,22 @@ class ConsoleHistory:
                 return result
         return None
 
-    def lag_seconds_all(self) -> tuple[tuple[int, ...], dict[str, tuple[float, ...]]]:
-        """(time axis, group -> lag seconds aligned to the tail of it) for every group."""
+    def lag_seconds_all(
+        self, only: Collection[str] | None = None
+    ) -> tuple[tuple[int, ...], dict[str, tuple[float, ...]]]:
+        """(time axis, group -> lag seconds aligned to the tail of it) for every group, or
+        for the groups in `only` that have a history."""
         for _ in range(_READ_ATTEMPTS):
             before = self._seq
             if before & 1:
                 time.sleep(_WRITER_BUSY_S)
                 continue
             times = tuple(self._times)
-            groups = {g: tuple(c.lag_seconds) for g, c in list(self._groups.items())}
+            if only is None:
+                groups = {g: tuple(c.lag_seconds) for g, c in list(self._groups.items())}
+            else:
+                found = self._groups
+                groups = {g: tuple(c.lag_seconds) for g in only if (c := found.get(g))}
             if self._seq == before:
                 return times, groups
         return (), {}
@@ -183,6 +194,20 @@ class ConsoleHistory:
 
     def __len__(self) -> int:
         return len(self._times)
+
+
+def _cut(column: array[Any], cuts: tuple[tuple[int, int, int], ...], offset: int) -> array[Any]:
+    """The slices `cuts` (start, stop, step over the shared time axis) of a column that
+    holds its last len(column) points, i.e. starts at axis index `offset`."""
+    out = column[:0]
+    for start, stop, step in cuts:
+        local = start - offset
+        if local < 0:
+            local %= step  # the first index of the stride inside this column
+        end = stop - offset
+        if end > local:
+            out += column[local:end:step]
+    return out
 
 
 def finite(value: float) -> float | None:

@@ -33,6 +33,7 @@ export function mountGroups(main) {
     page: Math.max(0, Number(params.get("page") ?? 1) - 1),
     groups: [],
     history: { times_ms: [], groups: {} },
+    shown: [],
     health: null,
     loaded: false,
     error: null,
@@ -117,13 +118,9 @@ export function mountGroups(main) {
     const pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
     state.page = Math.min(state.page, pages - 1);
     const slice = rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
-    const times = state.history.times_ms;
     const now = Date.now();
-    // the last hour, or less while the exporter has not been up that long
-    const from = Math.max(now - 3600 * 1000, times.length ? times[0] : now - 3600 * 1000);
+    state.shown = slice.map((g) => g.group);
     body.replaceChildren(...slice.map((g) => {
-      const spark = state.history.groups[g.group] ?? [];
-      const peak = Math.max(0, ...spark.filter((v) => v !== null));
       return el("tr", { "data-group": g.group },
         el("th", { scope: "row" }, el("a", { href: groupHref(g.group), "data-nav": true }, g.group)),
         el("td", { "data-col": "status" }, statusBadge(g.status)),
@@ -133,9 +130,9 @@ export function mountGroups(main) {
         el("td", { class: "num", "data-col": "members" }, fmtInt(g.members)),
         el("td", { "data-col": "last_commit", title: g.last_commit ?? "" },
           fmtAgo(g.last_commit_ms, now)),
-        el("td", { "data-col": "sparkline" }, sparkline(times, spark, from, now,
-          `lag seconds over the last hour, at most ${fmtSeconds(peak)}`)));
+        el("td", { "data-col": "sparkline" }, sparkCell(g.group, now)));
     }));
+    loadSparklines();
     const byStatus = {};
     for (const g of state.groups) byStatus[g.status] = (byStatus[g.status] ?? 0) + 1;
     const tally = STATUSES.filter((s) => byStatus[s]).map((s) => `${byStatus[s]} ${s}`).join(", ");
@@ -148,6 +145,42 @@ export function mountGroups(main) {
       body.replaceChildren(el("tr", {}, el("td", { colspan: COLUMNS.length, class: "muted" },
         state.groups.length ? "No group matches the filter." : "No consumer groups yet.")));
     }
+  }
+
+  function sparkCell(group, now) {
+    const times = state.history.times_ms;
+    const spark = state.history.groups[group] ?? [];
+    const peak = Math.max(0, ...spark.filter((v) => v !== null));
+    // the last hour, or less while the exporter has not been up that long
+    const from = Math.max(now - 3600 * 1000, times.length ? times[0] : now - 3600 * 1000);
+    return sparkline(times, spark, from, now,
+      `lag seconds over the last hour, at most ${fmtSeconds(peak)}`);
+  }
+
+  // Sparklines only for the rows on screen: one small request per page shown, so 10,000
+  // groups cost the same as 100. Rows are drawn first and never wait for them.
+  let sparkTimer = null;
+  let sparkAbort = null;
+  function loadSparklines() {
+    clearTimeout(sparkTimer);
+    sparkTimer = setTimeout(async () => {
+      sparkAbort?.abort();
+      sparkAbort = new AbortController();
+      const names = state.shown;
+      if (!names.length) return;
+      const query = names.map((n) => `group=${encodeURIComponent(n)}`).join("&");
+      let answer;
+      try {
+        answer = await getJson(`/api/v1/history/lag-seconds?${query}`, sparkAbort.signal);
+      } catch {
+        return;
+      }
+      state.history = { times_ms: answer.times_ms, groups: answer.groups };
+      const now = Date.now();
+      for (const row of body.querySelectorAll("tr[data-group]")) {
+        row.querySelector('[data-col="sparkline"]')?.replaceChildren(sparkCell(row.dataset.group, now));
+      }
+    }, 50);
   }
 
   function renderBanner() {
@@ -185,13 +218,11 @@ export function mountGroups(main) {
   renderHead();
   const timer = every(REFRESH_MS, async (signal) => {
     try {
-      const [groups, sparks, health] = await Promise.all([
+      const [groups, health] = await Promise.all([
         getJson("/api/v1/groups", signal),
-        getJson("/api/v1/history/lag-seconds", signal).catch(() => state.history),
         getJson("/api/v1/health", signal).catch(() => null),
       ]);
       state.groups = groups;
-      state.history = sparks;
       state.health = health;
       state.error = null;
     } catch (error) {
@@ -207,5 +238,13 @@ export function mountGroups(main) {
       performance.mark("offsetwatch:groups-usable");
     }
   });
-  return { unmount() { timer.stop(); clearTimeout(debounce); delete main.dataset.ready; } };
+  return {
+    unmount() {
+      timer.stop();
+      clearTimeout(debounce);
+      clearTimeout(sparkTimer);
+      sparkAbort?.abort();
+      delete main.dataset.ready;
+    },
+  };
 }

@@ -149,6 +149,9 @@ def test_lag_seconds_history_for_sparklines(server: ExporterHttpServer) -> None:
     assert body["times_ms"] == [NOW, NOW + 1_000, NOW + 2_000]
     assert set(body["groups"]) >= {"live", "stopped"}
     assert all(len(v) == 3 for v in body["groups"].values())
+    page = get(server, "/api/v1/history/lag-seconds?group=live&group=nope&group=stopped").json()
+    assert set(page["groups"]) == {"live", "stopped"}
+    assert page["times_ms"] == body["times_ms"]
 
 
 def test_groups_list_is_encoded_once_per_snapshot_and_gzipped(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import threading
 
 from offsetwatch.exporter.console_history import ConsoleHistory
-from offsetwatch.exporter.snapshot import Snapshot
-from tests.exporter.test_metrics import NOW, build, commit, sample_state
+from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder
+from tests.exporter.test_metrics import NOW, build, commit, histories, sample_state
 
 
 def snapshot_at(time_ms: int, ready: bool = True) -> Snapshot:
@@ -121,3 +122,23 @@ def test_readers_never_see_a_torn_series_while_the_writer_appends() -> None:
     assert torn == []
     series = history.series("live")
     assert series is not None and not any(math.isnan(s) for s in series.lag_seconds)
+
+
+def test_thinning_keeps_each_group_aligned_with_the_axis() -> None:
+    """Groups born at different times are cut like the axis they end on: every kept value
+    is the one recorded at its kept time (the lag encodes the time it was recorded at)."""
+    history = ConsoleHistory(capacity=10, span_ms=3_600_000, min_step_ms=1)
+    state = sample_state()
+    for i in range(57):
+        if i in (3, 8, 21):
+            state.apply(commit(f"born-{i}", "orders", 0, 0))
+        # the lag of every group of "orders" moves with i: orders-0's log end is i + 100
+        snapshot = SnapshotBuilder().build(state, histories({("orders", 0): 100 + i}), NOW, True)
+        history.record(dataclasses.replace(snapshot, time_ms=NOW + i * 1_000))
+    for group in ("born-3", "born-8", "born-21", "stopped"):
+        series = history.series(group)
+        assert series is not None
+        for time_ms, lag in zip(series.times_ms, series.lag, strict=True):
+            i = (time_ms - NOW) // 1_000
+            expected = 100 + i - (40 if group == "stopped" else 0)
+            assert lag == expected, (group, time_ms, lag)
