@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 
-from offsetwatch.commands import UsageError, registrars
+from offsetwatch.commands import RESERVED_ENV_DEST, UsageError, option_env_names, registrars
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for register in registrars():
         register(subparsers)
+    parser.set_defaults(**{RESERVED_ENV_DEST: frozenset(option_env_names([parser]))})
     return parser
 
 

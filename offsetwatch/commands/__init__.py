@@ -55,6 +55,7 @@ __all__ = [
     "kafka_properties_from_env",
     "option_env_names",
     "registrars",
+    "reserved_env",
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
@@ -104,8 +105,25 @@ def env_names(action: argparse.Action) -> list[str]:
 
 
 def option_env_names(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:
-    """The environment variables of every option of these (command) parsers."""
-    return {name for parser in parsers for action in parser._actions for name in env_names(action)}
+    """The environment variables of every option of these parsers and their subcommands."""
+    names: set[str] = set()
+    for parser in parsers:
+        for action in parser._actions:
+            names.update(env_names(action))
+            if isinstance(action, argparse._SubParsersAction):
+                names |= option_env_names(action.choices.values())
+    return names
+
+
+RESERVED_ENV_DEST: Final = "reserved_env"
+
+
+def reserved_env(args: argparse.Namespace) -> frozenset[str]:
+    """Every OFFSETWATCH_* variable of an option of any command (offsetwatch.cli sets them):
+    such a variable (OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES) is an option of some command,
+    never a librdkafka property of another."""
+    names: frozenset[str] = getattr(args, RESERVED_ENV_DEST, frozenset())
+    return names
 
 
 def _split(text: str) -> list[str]:

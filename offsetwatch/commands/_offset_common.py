@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from offsetwatch.commands import UsageError, apply_env_defaults, option_env_names
+from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
@@ -33,7 +33,7 @@ class OneLineErrors(argparse.ArgumentParser):
 
 def broker_from_args(args: argparse.Namespace) -> OffsetBroker:
     """The broker for a parsed command line (tests replace this function)."""
-    return open_broker(args, args.command_parser)
+    return open_broker(args)
 
 
 def env_defaults(parser: argparse.ArgumentParser, keep: frozenset[str] = frozenset()) -> None:
@@ -47,11 +47,11 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
     add_connection_options(parser.add_argument_group("connection"))
 
 
-def open_broker(args: argparse.Namespace, parser: argparse.ArgumentParser) -> OffsetBroker:
+def open_broker(args: argparse.Namespace) -> OffsetBroker:
     from offsetwatch.offset_ops.admin import AdminBroker
 
     try:
-        properties = kafka_config(args, os.environ, option_env_names([parser]))
+        properties = kafka_config(args, os.environ, reserved_env(args))
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
     if "bootstrap.servers" not in properties:

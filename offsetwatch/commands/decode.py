@@ -9,16 +9,15 @@ a block of lines, a consume call).
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, option_env_names
+from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, reserved_env
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
@@ -346,8 +345,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     # the connection's variables are read by kafka_config (in _open_source)
     apply_env_defaults(parser)
-    # the other commands' options, to tell their OFFSETWATCH_KAFKA_* settings from properties
-    parser.set_defaults(handler=functools.partial(run, commands=subparsers.choices))
+    parser.set_defaults(handler=run)
     return parser
 
 
@@ -662,9 +660,7 @@ def _open_output(path: str) -> IO[bytes]:
         ) from None
 
 
-def run(
-    args: argparse.Namespace, commands: Mapping[str, argparse.ArgumentParser] | None = None
-) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.format == "avro" and not args.output:
         raise UsageError("--format avro writes a binary container file: give --output FILE")
     if args.format == "avro":
@@ -672,7 +668,7 @@ def run(
             from offsetwatch.decoder.avro import AvroCodec, AvroError
         except ImportError as error:
             raise UsageError(f"--format avro is not available here: {error}") from None
-    source = _open_source(args, option_env_names((commands or {}).values()))
+    source = _open_source(args, reserved_env(args))
     try:
         reporter = Reporter()
         loop = DecodeLoop(args, source.one_per_line, reporter)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
-from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, option_env_names
+from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, reserved_env
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
 from offsetwatch.core.connection import (
     ConnectionOptionError,
@@ -81,7 +79,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_spark_options(parser)
     apply_env_defaults(parser)
-    parser.set_defaults(handler=functools.partial(run, reserved_env=option_env_names([parser])))
+    parser.set_defaults(handler=run)
     return parser
 
 
@@ -95,7 +93,7 @@ def _options(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _source_options(args: argparse.Namespace, reserved_env: Collection[str]) -> dict[str, str]:
+def _source_options(args: argparse.Namespace) -> dict[str, str]:
     """--option items, over the connection's properties as kafka.* options (--source kafka)."""
     options = _options(args.option)
     if args.source != "kafka":
@@ -103,17 +101,17 @@ def _source_options(args: argparse.Namespace, reserved_env: Collection[str]) -> 
             raise UsageError("--bootstrap-server and -X only apply to --source kafka")
         return options
     try:
-        connection = kafka_config(args, os.environ, reserved_env)
+        connection = kafka_config(args, os.environ, reserved_env(args))
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
     return {f"kafka.{key}": value for key, value in connection.items()} | options
 
 
-def run(args: argparse.Namespace, reserved_env: Collection[str] = ()) -> int:
+def run(args: argparse.Namespace) -> int:
     from offsetwatch.spark_jobs.compact import FILE_SOURCES, check_input, compact
     from offsetwatch.spark_jobs.sources import InputError
 
-    options = _source_options(args, reserved_env)
+    options = _source_options(args)
     try:
         if args.source in FILE_SOURCES:
             if args.input is None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
-from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError, apply_env_defaults, option_env_names
+from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
 from offsetwatch.core.connection import (
     ConnectionOptionError,
@@ -111,15 +109,15 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_spark_options(parser)
     apply_env_defaults(parser)
-    parser.set_defaults(handler=functools.partial(run, reserved_env=option_env_names([parser])))
+    parser.set_defaults(handler=run)
     return parser
 
 
-def run(args: argparse.Namespace, reserved_env: Collection[str] = ()) -> int:
+def run(args: argparse.Namespace) -> int:
     if getattr(args, "env_errors", None):
         raise UsageError(args.env_errors[0])
     try:
-        kafka = kafka_config(args, os.environ, reserved_env)
+        kafka = kafka_config(args, os.environ, reserved_env(args))
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
     # --archive wins over brokers from the environment (they then serve --alerts-topic only)
