@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -41,13 +41,42 @@ def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where.root
 
 
+#: the rewind's commit; the lag SLO breach is seen at the next tick (whole epoch minutes)
+REWIND_MS = T0 + 20 * MINUTE + 1
+NEXT_TICK_MS = 1_795_301_220_000
+SUMMARY = """\
+group g: 2026-11-21 22:26:40 .. 2026-11-21 22:46:40 UTC
+rebalances: 1 (storms: 0), members joined 1, left 0
+lag (messages) p50/p90/p99: 50 / 50 / 550; lag seconds p50/p90/p99: 50 / 50 / 350
+episodes: 1 lag_slo, 1 rewind
+  rewind orders-0: 2026-11-21 22:46:40 .. ongoing, 400 offsets
+  lag_slo orders-0: 2026-11-21 22:47:00 .. ongoing, 350 seconds"""
+#: matplotlib's first colours (log end, committed offset) and the lag line's
+LINE_COLOURS = {"log end": "#1f77b4", "committed offset": "#ff7f0e", "lag seconds": "#d62728"}
+
+
+def _pixels_of(image: Any, colour: str) -> int:
+    rgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    return int((abs(image[:, :, :3] - rgb) < 0.02).all(axis=2).sum())
+
+
 def test_summary_and_png(spark: SparkSession, lake: Path, tmp_path: Path) -> None:
+    """Every line of the summary: the one generation (a rebalance with one join), lag 50
+    every minute and 550 after the rewind of 400, and the two episodes that follow it."""
+    import matplotlib.image
+
     report = build_report(spark, lake, "g", T0, tmp_path / "out")
-    assert report.summary.startswith("group g:")
-    assert "rewind" in [e[0] for e in report.episodes]
-    assert "rewind orders-0" in report.summary and "lag (messages)" in report.summary
-    assert report.chart is not None
+    assert report.summary == SUMMARY
+    assert [e[:3] for e in report.episodes] == [
+        ("rewind", REWIND_MS, None),
+        ("lag_slo", NEXT_TICK_MS, None),
+    ]
+    assert report.chart == tmp_path / "out" / "g.png"
     assert report.chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(report.chart)
+    assert image.shape[:2] == (600, 1000)
+    drawn = {name: _pixels_of(image, colour) for name, colour in LINE_COLOURS.items()}
+    assert all(n > 200 for n in drawn.values()), drawn
 
 
 def test_unknown_group_is_named(spark: SparkSession, lake: Path) -> None:

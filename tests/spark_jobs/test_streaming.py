@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pyspark.sql import SparkSession
 
 from offsetwatch.mock_cluster import MockCluster
+from offsetwatch.spark_jobs import streaming
 from offsetwatch.spark_jobs.streaming import (
     AlertSinks,
     StreamSettings,
@@ -115,22 +117,50 @@ def test_warm_up_touches_nothing_of_the_stream(spark: SparkSession, tmp_path: Pa
     assert {a["name"] for a in _ledger(tmp_path / "alerts")} >= {"OffsetwatchConsumerStalled"}
 
 
-def test_state_older_than_the_history_is_pruned(spark: SparkSession, tmp_path: Path) -> None:
+def _run_keeping_everything(
+    spark: SparkSession, archive: Path, settings: StreamSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same stream with nothing dropped: no state part removed, no ended alert folded
+    out of the ledger index; what it reads is still limited to `history_ms`."""
+    with monkeypatch.context() as patch:
+        patch.setattr(streaming, "shutil", SimpleNamespace(rmtree=lambda *_a, **_k: None))
+        fold = streaming.update_ledger_index
+        patch.setattr(streaming, "update_ledger_index", lambda d, b, _horizon: fold(d, b, None))
+        _run(spark, archive, settings)
+
+
+def test_state_older_than_the_history_is_pruned(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Three batches an hour of event time apart with a 30-minute history: the first batch's
     parts are dropped once nothing reads them, group states keep the newest ones only, and
-    the alerts are those of a stream that kept everything."""
-    archive, alerts_dir = tmp_path / "archive", tmp_path / "alerts"
-    settings = StreamSettings(str(tmp_path / "checkpoint"), str(alerts_dir), history_ms=30 * 60_000)
-    state = tmp_path / "checkpoint" / "offsetwatch"
+    the alerts are those of the same stream that kept everything."""
+    archive = tmp_path / "archive"
+    history_ms = 30 * 60_000
+    pruned = StreamSettings(
+        str(tmp_path / "pruned"), str(tmp_path / "alerts"), history_ms=history_ms
+    )
+    kept = StreamSettings(
+        str(tmp_path / "kept"), str(tmp_path / "alerts-kept"), history_ms=history_ms
+    )
     for step in range(3):
         start = 60 * step
         publish(archive, minutes(T0, start, start + 25, stuck_until=start + 40), step)
-        _run(spark, archive, settings)
+        _run(spark, archive, pruned)
+        _run_keeping_everything(spark, archive, kept, monkeypatch)
+    state = tmp_path / "pruned" / "offsetwatch"
     assert not (state / "commits" / "batch=0").exists()
     assert (state / "commits" / "batch=2").exists()
     assert sorted(p.name for p in (state / "group_state").iterdir()) == ["batch=1", "batch=2"]
     assert not (state / "latest" / "batch=0").exists()
-    stalls = [a for a in _ledger(alerts_dir) if a["name"] == "OffsetwatchConsumerStalled"]
-    assert stalls and all(
-        n == 1 for n in Counter((a["alert_id"], a["active"]) for a in stalls).values()
-    )
+    everything = tmp_path / "kept" / "offsetwatch"
+    assert sorted(p.name for p in (everything / "commits").iterdir()) == [
+        "batch=0",
+        "batch=1",
+        "batch=2",
+    ]
+    alerts = _ledger(tmp_path / "alerts")
+    assert alerts == _ledger(tmp_path / "alerts-kept")
+    stalls = [a for a in alerts if a["name"] == "OffsetwatchConsumerStalled"]
+    assert len(stalls) == 3
+    assert len({a["alert_id"] for a in alerts}) == len(alerts)
