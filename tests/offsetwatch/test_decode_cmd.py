@@ -21,6 +21,7 @@ from offsetwatch.commands import apply_env_defaults, kafka_properties_from_env
 from offsetwatch.commands.decode import parse_start
 from offsetwatch.decode_inputs import SAMPLE_FILE
 from offsetwatch.decoder import Canonical, Codec
+from offsetwatch.decoder.avro import AvroCodec
 
 RUNS = ("main", "codec-gzip", "codec-snappy", "codec-lz4", "codec-zstd", "expiry")
 SAMPLE = Path(__file__).resolve().parents[2] / "offsetwatch" / "samples" / SAMPLE_FILE
@@ -189,12 +190,11 @@ def test_sample_matches_the_conformance_run(
 def test_avro_container_holds_the_canonical_records(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    avro = pytest.importorskip("offsetwatch.decoder.avro")
     target = tmp_path / "offsets.avro"
     code, out, err = _run(capsys, "--sample", "--format", "avro", "--output", str(target))
     assert (code, out, err) == (0, [], "")
     _code, canonical, _err = _run(capsys, "--sample")
-    read = list(avro.AvroCodec().read_container(target))
+    read = list(AvroCodec().read_container(target))
     assert json.loads(json.dumps(read, default=_b64)) == canonical
 
 
