@@ -34,6 +34,8 @@ export function mountLive(main) {
   const type = el("select", { id: "live-type" }, el("option", { value: "" }, "any type"));
   const partition = el("input", { type: "number", id: "live-partition", min: 0,
     value: params.get("partition") ?? "", placeholder: "any", inputmode: "numeric" });
+  const offset = el("input", { type: "number", id: "live-offset", min: 0,
+    value: params.get("min_offset") ?? "", placeholder: "any", inputmode: "numeric" });
   const pause = el("button", { type: "button", id: "pause", "aria-pressed": "false" }, "Pause");
   const clear = el("button", { type: "button", id: "clear" }, "Clear");
   const state = el("span", { id: "stream-state", role: "status" }, "connecting…");
@@ -51,6 +53,7 @@ export function mountLive(main) {
       el("label", { for: "live-group" }, "Group", group),
       el("label", { for: "live-type" }, "Record type", type),
       el("label", { for: "live-partition" }, "Partition", partition),
+      el("label", { for: "live-offset" }, "From offset", offset),
       pause, clear),
     el("p", { class: "counters" }, state,
       el("span", {}, "received ", received), el("span", {}, "shown ", shown),
@@ -95,6 +98,7 @@ export function mountLive(main) {
     if (group.value.trim()) query.set("group", group.value.trim());
     if (type.value || wantedType) query.set("type", type.value || wantedType);
     if (partition.value !== "") query.set("partition", partition.value);
+    if (offset.value !== "") query.set("min_offset", offset.value);
     const search = query.toString();
     history.replaceState(null, "", `/live${search ? `?${search}` : ""}`);
     state.textContent = "connecting…";
@@ -144,6 +148,7 @@ export function mountLive(main) {
   const reconnect = () => { clearTimeout(debounce); debounce = setTimeout(() => connect(), 300); };
   group.addEventListener("input", reconnect);
   partition.addEventListener("input", reconnect);
+  offset.addEventListener("input", reconnect);
   type.addEventListener("change", () => connect());
   pause.addEventListener("click", () => setPaused(!paused));
   clear.addEventListener("click", () => {

@@ -245,6 +245,17 @@ def test_live_records_arrive_filter_and_pause(page: Any, demo: tuple[DemoStack, 
     page.click("#pause")
     expect(page.locator("#waiting")).to_have_text("0")
     expect(rows.first).not_to_have_text(newest)
+    # partition and offset filters go to the server: only what matches arrives
+    partition, offset = (int(x) for x in rows.first.locator("td").nth(1).inner_text().split(" @ "))
+    page.fill("#live-partition", str(partition))
+    page.fill("#live-offset", str(offset + 1))
+    # the page reconnects with the filters (in its URL) and starts the table over
+    expect(page).to_have_url(re.compile(rf"partition={partition}&min_offset={offset + 1}$"))
+    expect(rows.first).to_be_visible(timeout=WAIT_MS)
+    positions = rows.evaluate_all("rows => rows.map(r => r.cells[1].textContent)")
+    for position in positions:
+        p, o = (int(x) for x in position.split(" @ "))
+        assert p == partition and o > offset, position
 
 
 # ---------------------------------------------------------------------------- health
