@@ -16,11 +16,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-Ints = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
+from offsetwatch.spark_jobs.analytics.kernels import (
+    Ints,
+    Nullable,
+    bools,
+    codes,
+    ints,
+    masked_extreme,
+    masked_sum,
+    nullable,
+    runs,
+    segment_cumsum,
+)
 
-_MAX: Final = np.iinfo(np.int64).max
-_MIN: Final = np.iinfo(np.int64).min
 #: the input columns, as commit_buckets selects them; deletions of a group have a null topic
 INPUT_COLUMNS: Final = ("group", "topic", "partition", "ts", "offset", "is_reset", "source_offset")
 _POINT = pa.struct(
@@ -30,19 +38,6 @@ _POINT = pa.struct(
         pa.field("offset", pa.int64()),
     ]
 )
-
-
-def _ints(column: pa.ChunkedArray | pa.Array) -> tuple[Ints, Bools]:
-    """Values (nulls as 0) and the validity mask."""
-    valid = np.asarray(column.is_valid(), dtype=bool)
-    return np.asarray(column.fill_null(0), dtype=np.int64), valid
-
-
-def _segment_cumsum(flags: Bools, starts: Ints, run: Ints) -> Ints:
-    """Running count of `flags` within each key run (run: the run index of each row)."""
-    total = np.cumsum(flags, dtype=np.int64)
-    before = total[starts] - flags[starts]
-    return total - before[run]
 
 
 def _with_resets(table: pa.Table) -> pa.Table:
@@ -69,8 +64,8 @@ def _key_ids(table: pa.Table) -> Ints:
     """One integer per (group, topic, partition)."""
     key = np.zeros(table.num_rows, dtype=np.int64)
     for name in ("group", "topic", "partition"):
-        encoded = table.column(name).combine_chunks().dictionary_encode()
-        key = key * len(encoded.dictionary) + np.asarray(encoded.indices, dtype=np.int64)
+        distinct, indexes = codes(table.column(name))
+        key = key * len(distinct) + indexes
     return key
 
 
@@ -81,28 +76,27 @@ def sweep(table: pa.Table, tick_ms: int) -> pa.RecordBatch | None:
     if table.num_rows == 0:
         return None
     key = _key_ids(table)
-    source_offset = np.asarray(table.column("source_offset").to_numpy(), dtype=np.int64)
+    source_offset = ints(table.column("source_offset"))
     order = np.lexsort((source_offset, key))
     table = table.take(pa.array(order))
     key, source_offset = key[order], source_offset[order]
-    ts = np.asarray(table.column("ts").to_numpy(), dtype=np.int64)
-    offset, has_offset = _ints(table.column("offset"))
-    is_reset = np.asarray(table.column("is_reset").to_numpy(zero_copy_only=False), dtype=bool)
+    ts = ints(table.column("ts"))
+    offsets = nullable(table.column("offset"))
+    offset, has_offset = offsets.values, offsets.valid
+    is_reset = bools(table.column("is_reset"))
     rows = len(key)
 
-    new_key = np.ones(rows, dtype=bool)
-    new_key[1:] = key[1:] != key[:-1]
-    starts = np.flatnonzero(new_key)
-    run = np.cumsum(new_key) - 1
+    keys = runs(key)
+    starts, run = keys.starts, keys.run
     prev_offset = np.roll(offset, 1)
-    prev_has = np.roll(has_offset, 1) & ~new_key
+    prev_has = np.roll(has_offset, 1) & ~keys.first
     prev_ts = np.roll(ts, 1)
 
-    life = _segment_cumsum(is_reset, starts, run)
+    life = segment_cumsum(is_reset, starts, run)
     is_rewind = has_offset & prev_has & (offset < prev_offset)
     has_interval = prev_has
     interval = ts - prev_ts
-    rewind_seq = _segment_cumsum(is_rewind, starts, run)
+    rewind_seq = segment_cumsum(is_rewind, starts, run)
     # the offset the latest rewind (so far, in this key) left
     last_rewind = np.maximum.accumulate(np.where(is_rewind, np.arange(rows), -1))
     has_from = last_rewind >= starts[run]
@@ -114,31 +108,15 @@ def sweep(table: pa.Table, tick_ms: int) -> pa.RecordBatch | None:
     on_tick = ts % tick_ms == 0
     # buckets in key order; within one, its commits first, by (ts, source_offset)
     by_bucket = np.lexsort((source_offset, ts, is_reset, on_tick, bucket, rewind_seq, life, key))
-    cols = [key, life, rewind_seq, bucket, on_tick]
-    sorted_cols = [c[by_bucket] for c in cols]
-    new_bucket = np.zeros(rows, dtype=bool)
-    new_bucket[0] = True
-    for c in sorted_cols:
-        new_bucket[1:] |= c[1:] != c[:-1]
-    b_starts = np.flatnonzero(new_bucket)
+    b_starts = runs(*(c[by_bucket] for c in (key, life, rewind_seq, bucket, on_tick))).starts
 
-    def pick(values: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-        return values[by_bucket]
+    def agg_sum(values: Ints, mask: npt.NDArray[np.bool_]) -> Nullable:
+        return masked_sum(values[by_bucket], mask[by_bucket], b_starts)
 
-    def agg_sum(values: Ints, mask: Bools) -> tuple[Ints, Bools]:
-        m = pick(mask)
-        total = np.add.reduceat(np.where(m, pick(values), 0), b_starts)
-        return total, np.logical_or.reduceat(m, b_starts)
+    def agg_ext(values: Ints, mask: npt.NDArray[np.bool_], highest: bool) -> Nullable:
+        return masked_extreme(values[by_bucket], mask[by_bucket], b_starts, highest)
 
-    def agg_ext(values: Ints, mask: Bools, highest: bool) -> tuple[Ints, Bools]:
-        m = pick(mask)
-        if highest:
-            ext = np.maximum.reduceat(np.where(m, pick(values), _MIN), b_starts)
-        else:
-            ext = np.minimum.reduceat(np.where(m, pick(values), _MAX), b_starts)
-        return ext, np.logical_or.reduceat(m, b_starts)
-
-    n = np.add.reduceat(pick(commit).astype(np.int64), b_starts)
+    n = np.add.reduceat(commit[by_bucket].astype(np.int64), b_starts)
     has_commit = n > 0
     first_row = by_bucket[b_starts]
     last_row = by_bucket[b_starts + np.maximum(n - 1, 0)]
@@ -154,11 +132,7 @@ def sweep(table: pa.Table, tick_ms: int) -> pa.RecordBatch | None:
             mask=pa.array(~has_commit),
         )
 
-    def col(pair: tuple[Ints, Bools]) -> pa.Array:
-        values, valid = pair
-        return pa.array(values, mask=~valid)
-
-    interval_n = np.add.reduceat(pick(has_interval).astype(np.int64), b_starts)
+    interval_n = np.add.reduceat(has_interval[by_bucket].astype(np.int64), b_starts)
     keys = table.select(["group", "topic", "partition"]).take(pa.array(first_row))
     return pa.RecordBatch.from_arrays(
         [
@@ -172,16 +146,16 @@ def sweep(table: pa.Table, tick_ms: int) -> pa.RecordBatch | None:
             pa.array(n),
             point(first_row),
             point(last_row),
-            col(agg_sum(interval, has_interval)),
+            agg_sum(interval, has_interval).arrow(),
             pa.array(interval_n),
-            col(agg_ext(interval, has_interval, highest=False)),
-            col(agg_ext(interval, has_interval, highest=True)),
-            col(agg_ext(offset, has_offset, highest=True)),
-            col(agg_ext(ts, is_rewind, highest=True)),
-            col(agg_ext(prev_offset, is_rewind, highest=True)),
-            col(agg_ext(offset, is_rewind, highest=True)),
-            col(agg_ext(ts, back, highest=False)),
-            col(agg_ext(ts, is_reset, highest=False)),
+            agg_ext(interval, has_interval, highest=False).arrow(),
+            agg_ext(interval, has_interval, highest=True).arrow(),
+            agg_ext(offset, has_offset, highest=True).arrow(),
+            agg_ext(ts, is_rewind, highest=True).arrow(),
+            agg_ext(prev_offset, is_rewind, highest=True).arrow(),
+            agg_ext(offset, is_rewind, highest=True).arrow(),
+            agg_ext(ts, back, highest=False).arrow(),
+            agg_ext(ts, is_reset, highest=False).arrow(),
         ],
         names=list(BUCKET_COLUMNS),
     )

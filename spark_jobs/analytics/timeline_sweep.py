@@ -26,10 +26,20 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-Ints = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
+from offsetwatch.spark_jobs.analytics.kernels import (
+    MIN,
+    Bools,
+    Ints,
+    Nullable,
+    bools,
+    codes,
+    column_of,
+    ffill_index,
+    first_per,
+    ints,
+    runs,
+)
 
-_MIN: Final = np.iinfo(np.int64).min
 #: bucket columns the sweep reads (commit_buckets.BUCKETS_SCHEMA, `first`/`last` flattened)
 BUCKET_INPUT: Final = (
     "group",
@@ -49,47 +59,6 @@ BUCKET_INPUT: Final = (
 
 
 @dataclass(frozen=True, slots=True)
-class Nullable:
-    """An int64 column as values (anything where not valid) and its validity."""
-
-    values: Ints
-    valid: Bools
-
-    def arrow(self) -> pa.Array:
-        return pa.array(self.values, mask=~self.valid)
-
-
-def column_of(table: pa.Table, name: str) -> Nullable:
-    column = table.column(name)
-    return Nullable(
-        np.asarray(column.fill_null(0).to_numpy(), dtype=np.int64),
-        np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
-    )
-
-
-def _ffill_index(valid: Bools, seg_start: Ints) -> tuple[Ints, Bools]:
-    """Per row: the index of the latest valid row at or before it in its segment."""
-    idx = np.maximum.accumulate(np.where(valid, np.arange(len(valid)), -1))
-    return np.maximum(idx, 0), idx >= seg_start
-
-
-def _first_per(group: Ints, size: int, order_keys: tuple[Ints, ...], mask: Bools) -> Ints:
-    """For each of `size` groups, the row (of those in `mask`) with the smallest order keys
-    (lexicographic, first key most significant); -1 for none."""
-    rows = np.flatnonzero(mask)
-    out = np.full(size, -1, dtype=np.int64)
-    if len(rows) == 0:
-        return out
-    order = np.lexsort((*(k[rows] for k in reversed(order_keys)), group[rows]))
-    ranked = rows[order]
-    g = group[ranked]
-    first = np.ones(len(g), dtype=bool)
-    first[1:] = g[1:] != g[:-1]
-    out[g[first]] = ranked[first]
-    return out
-
-
-@dataclass(frozen=True, slots=True)
 class _Lives:
     """The lives with a commit, in (group, life) order, and their tick ranges."""
 
@@ -102,17 +71,13 @@ class _Lives:
 
 def _lives(buckets: pa.Table, tick_ms: int, end_tick_ms: int) -> tuple[_Lives, Ints]:
     """The lives (commit_buckets.life_spans) and each bucket row's life index (-1: none)."""
-    group = np.asarray(
-        buckets.column("group").combine_chunks().dictionary_encode().indices, dtype=np.int64
-    )
-    life = np.asarray(buckets.column("life").to_numpy(), dtype=np.int64)
+    _, group = codes(buckets.column("group"))
+    life = ints(buckets.column("life"))
     order = np.lexsort((life, group))
     g, li = group[order], life[order]
-    new = np.ones(len(g), dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (li[1:] != li[:-1])
-    starts = np.flatnonzero(new)
-    life_of_row = np.empty(len(g), dtype=np.int64)
-    life_of_row[order] = np.cumsum(new) - 1
+    spans = runs(g, li)
+    starts = spans.starts
+    life_of_row = spans.of_rows(order)
     n_lives = len(starts)
     first_ts = column_of(buckets, "first_ts")
     reset = column_of(buckets, "reset_ms")
@@ -162,8 +127,8 @@ class _Samples:
 
 
 def _samples(table: pa.Table) -> _Samples:
-    ts = np.asarray(table.column("ts").to_numpy(), dtype=np.int64)
-    log_end = np.asarray(table.column("log_end").to_numpy(), dtype=np.int64)
+    ts = ints(table.column("ts"))
+    log_end = ints(table.column("log_end"))
     order = np.argsort(ts, kind="stable")
     ts, log_end = ts[order], log_end[order]
     unique = np.ones(len(ts), dtype=bool)
@@ -195,88 +160,154 @@ def _before(samples: _Samples, epoch: Ints, committed: Ints, probe: Bools) -> In
     return out
 
 
-def sweep(
-    buckets: pa.Table, samples_table: pa.Table, tick_ms: int, end_tick_ms: int, window_ticks: int
-) -> pa.Table:
-    """TIMELINE_SWEEP_SCHEMA rows of one topic-partition."""
-    lives, life_of_bucket = _lives(buckets, tick_ms, end_tick_ms)
-    count = lives.count
-    offsets = np.concatenate(([0], np.cumsum(count)))
-    rows = int(offsets[-1])
-    life_idx = np.repeat(np.arange(len(count)), count)
-    start = offsets[:-1][life_idx]
-    tick = lives.first_tick[life_idx] + (np.arange(rows) - start) * tick_ms
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The ticks of every life, one row each, lives one after another."""
 
-    # each bucket seen at the first tick >= its commits (timeline.tick_buckets)
-    on_tick = np.asarray(buckets.column("on_tick").to_numpy(zero_copy_only=False), dtype=bool)
-    bucket_tick = np.asarray(buckets.column("bucket_ms").to_numpy(), dtype=np.int64) + np.where(
-        on_tick, 0, tick_ms
-    )
+    #: ticks per life, and where each life's rows start (one more entry: the total)
+    count: Ints
+    offsets: Ints
+    #: per row: its life, its life's first row, its tick
+    life_idx: Ints
+    start: Ints
+    tick: Ints
+
+    @classmethod
+    def of(cls, lives: _Lives, tick_ms: int) -> _Grid:
+        count = lives.count
+        offsets = np.concatenate(([0], np.cumsum(count)))
+        rows = int(offsets[-1])
+        life_idx = np.repeat(np.arange(len(count)), count)
+        start = offsets[:-1][life_idx]
+        tick = lives.first_tick[life_idx] + (np.arange(rows) - start) * tick_ms
+        return cls(count, offsets, life_idx, start, tick)
+
+    @property
+    def rows(self) -> int:
+        return int(self.offsets[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """The buckets on the grid: each seen at the first tick at or after its commits
+    (timeline.tick_buckets)."""
+
+    #: per bucket: on the grid at all, and its row there
+    inside: Bools
+    grid_row: Ints
+    #: per tick: commits seen at it, commits exactly on it, the latest rewind time (MIN: none)
+    n: Ints
+    n_at: Ints
+    rewind_ms: Ints
+    #: per tick: the bucket row with its earliest commit, the same among buckets exactly on
+    #: it, and the bucket with its latest commit (-1: none)
+    first_row: Ints
+    first_at_row: Ints
+    last_row: Ints
+
+
+def _place_buckets(
+    buckets: pa.Table, lives: _Lives, life_of_bucket: Ints, grid: _Grid, tick_ms: int
+) -> _Placed:
+    on_tick = bools(buckets.column("on_tick"))
+    bucket_tick = ints(buckets.column("bucket_ms")) + np.where(on_tick, 0, tick_ms)
     life_ok = life_of_bucket >= 0
     safe_life = np.maximum(life_of_bucket, 0)
     pos = (bucket_tick - lives.first_tick[safe_life]) // tick_ms
-    inside = life_ok & (pos >= 0) & (pos < count[safe_life])
-    grid_row = np.where(inside, offsets[:-1][safe_life] + pos, 0)
-    n_b = np.asarray(buckets.column("n").to_numpy(), dtype=np.int64)
+    inside = life_ok & (pos >= 0) & (pos < grid.count[safe_life])
+    grid_row = np.where(inside, grid.offsets[:-1][safe_life] + pos, 0)
+    rows = grid.rows
+    n_b = ints(buckets.column("n"))
     n = np.zeros(rows, dtype=np.int64)
     n_at = np.zeros(rows, dtype=np.int64)
     np.add.at(n, grid_row[inside], n_b[inside])
     np.add.at(n_at, grid_row[inside & on_tick], n_b[inside & on_tick])
     rewind = column_of(buckets, "rewind_ms")
-    rewind_ms = np.full(rows, _MIN)
+    rewind_ms = np.full(rows, MIN)
     has_rewind = inside & rewind.valid
     np.maximum.at(rewind_ms, grid_row[has_rewind], rewind.values[has_rewind])
-
     first_ts, first_so = column_of(buckets, "first_ts"), column_of(buckets, "first_so")
     last_ts, last_so = column_of(buckets, "last_ts"), column_of(buckets, "last_so")
-    first_offset, last_offset = (
-        column_of(buckets, "first_offset"),
-        column_of(buckets, "last_offset"),
-    )
     has_first = inside & first_ts.valid
     earliest = (first_ts.values, first_so.values)
-    first_row = _first_per(grid_row, rows, earliest, has_first)
-    first_at_row = _first_per(grid_row, rows, earliest, has_first & on_tick)
     latest = (-last_ts.values, -last_so.values)
-    last_row = _first_per(grid_row, rows, latest, inside & last_ts.valid)
-
-    def at(source: Nullable, row: Ints) -> Nullable:
-        ok = row >= 0
-        return Nullable(source.values[np.maximum(row, 0)], ok & source.valid[np.maximum(row, 0)])
-
-    tick_last_offset = at(last_offset, last_row)
-    tick_last_ts = at(last_ts, last_row)
-    tick_first = at(first_offset, first_row)
-    tick_first_at = at(first_offset, first_at_row)
-
-    # running values within the life
-    idx, ok = _ffill_index(tick_last_offset.valid, start)
-    committed = Nullable(tick_last_offset.values[idx], ok)
-    idx, ok = _ffill_index(tick_last_ts.valid, start)
-    commit_time = Nullable(tick_last_ts.values[idx], ok)
-    last_rewind = rewind_ms.copy()
-    for life in np.unique(life_idx[rewind_ms != _MIN]):
-        span = slice(offsets[life], offsets[life + 1])
-        last_rewind[span] = np.maximum.accumulate(rewind_ms[span])
-    last_rewind_time = Nullable(last_rewind, last_rewind != _MIN)
-
-    # the status window: the k-th tick back and the k-1 ticks before this one
-    k = window_ticks
-    back = np.arange(rows) - k
-    has_back = back >= start
-    safe_back = np.maximum(back, 0)
-    n_at_start = np.where(has_back, n_at[safe_back], 0)
-    first_at_start = Nullable(
-        tick_first_at.values[safe_back], has_back & tick_first_at.valid[safe_back]
+    return _Placed(
+        inside,
+        grid_row,
+        n,
+        n_at,
+        rewind_ms,
+        first_row=first_per(grid_row, rows, earliest, has_first),
+        first_at_row=first_per(grid_row, rows, earliest, has_first & on_tick),
+        last_row=first_per(grid_row, rows, latest, inside & last_ts.valid),
     )
-    cumulative = np.concatenate(([0], np.cumsum(n)))
-    low = np.maximum(back + 1, start)
-    n_recent = cumulative[np.arange(rows) + 1] - cumulative[low]
-    next_first = np.minimum.accumulate(np.where(first_row >= 0, np.arange(rows), rows)[::-1])[::-1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Commits:
+    """Per tick, the commit state running within the life."""
+
+    committed: Nullable
+    commit_time: Nullable
+    last_rewind_time: Nullable
+    #: the first commit's offset of the tick, and of the buckets exactly on it
+    tick_first: Nullable
+    tick_first_at: Nullable
+
+
+def _commit_state(buckets: pa.Table, grid: _Grid, placed: _Placed) -> _Commits:
+    tick_last_offset = column_of(buckets, "last_offset").at(placed.last_row)
+    tick_last_ts = column_of(buckets, "last_ts").at(placed.last_row)
+    first_offset = column_of(buckets, "first_offset")
+    idx, ok = ffill_index(tick_last_offset.valid, grid.start)
+    committed = Nullable(tick_last_offset.values[idx], ok)
+    idx, ok = ffill_index(tick_last_ts.valid, grid.start)
+    commit_time = Nullable(tick_last_ts.values[idx], ok)
+    rewind_ms = placed.rewind_ms
+    last_rewind = rewind_ms.copy()
+    for life in np.unique(grid.life_idx[rewind_ms != MIN]):
+        span = slice(grid.offsets[life], grid.offsets[life + 1])
+        last_rewind[span] = np.maximum.accumulate(rewind_ms[span])
+    return _Commits(
+        committed,
+        commit_time,
+        Nullable(last_rewind, last_rewind != MIN),
+        tick_first=first_offset.at(placed.first_row),
+        tick_first_at=first_offset.at(placed.first_at_row),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The status window of each tick: the k-th tick back and the k-1 ticks before it."""
+
+    #: the tick k back (clamped to 0) and whether it is in the life
+    safe_back: Ints
+    has_back: Bools
+    commits: Ints
+    first_offset: Nullable
+
+
+def _status_window(grid: _Grid, placed: _Placed, state: _Commits, k: int) -> _Window:
+    rows = grid.rows
+    here = np.arange(rows)
+    back = here - k
+    has_back = back >= grid.start
+    safe_back = np.maximum(back, 0)
+    n_at_start = np.where(has_back, placed.n_at[safe_back], 0)
+    first_at_start = Nullable(
+        state.tick_first_at.values[safe_back], has_back & state.tick_first_at.valid[safe_back]
+    )
+    cumulative = np.concatenate(([0], np.cumsum(placed.n)))
+    low = np.maximum(back + 1, grid.start)
+    n_recent = cumulative[here + 1] - cumulative[low]
+    with_first = np.where(placed.first_row >= 0, here, rows)
+    next_first = np.minimum.accumulate(with_first[::-1])[::-1]
     recent_row = next_first[low]
-    in_frame = recent_row <= np.arange(rows)
+    in_frame = recent_row <= here
     safe_recent = np.minimum(recent_row, rows - 1)
-    window_first = Nullable(
+    tick_first, committed = state.tick_first, state.committed
+    first_offset = Nullable(
         np.where(
             n_at_start > 0,
             first_at_start.values,
@@ -288,9 +319,25 @@ def sweep(
             np.where(n_recent > 0, in_frame & tick_first.valid[safe_recent], committed.valid),
         ),
     )
+    return _Window(safe_back, has_back, n_at_start + n_recent, first_offset)
 
-    # the log end as of each tick and the lag in seconds (module doc)
-    samples = _samples(samples_table)
+
+@dataclass(frozen=True, slots=True)
+class _Lag:
+    """Per tick: the log end as of it and the lag in offsets and seconds."""
+
+    has_sample: Bools
+    log_end: Nullable
+    log_end_time: Nullable
+    unchanged_since: Nullable
+    lag: Ints
+    lag_seconds: npt.NDArray[np.float64]
+    caught_up: Bools
+    #: a sample brackets the committed offset from below (else the age is a lower bound)
+    has_before: Bools
+
+
+def _log_end_and_lag(samples: _Samples, tick: Ints, committed: Nullable) -> _Lag:
     sample = np.searchsorted(samples.ts, tick, side="right") - 1
     has_sample = sample >= 0
     s = np.maximum(sample, 0)
@@ -301,9 +348,8 @@ def sweep(
     log_end_time = Nullable(samples.ts[s], has_sample)
     run_start = samples.run_start[s]
     unchanged_since = Nullable(run_start, has_sample & (log_end_time.values > run_start))
-    epoch = samples.epoch[s]
     probe = has_sample & committed.valid & (committed.values < log_end.values)
-    before = _before(samples, epoch, committed.values, probe)
+    before = _before(samples, samples.epoch[s], committed.values, probe)
     has_before = before >= 0
     b = np.maximum(before, 0)
     after = np.where(has_before, b + 1, samples.epoch_first[s])
@@ -315,18 +361,39 @@ def sweep(
     with np.errstate(divide="ignore", invalid="ignore"):
         interpolated = samples.ts[b] + np.where(n1 != 0, gap * kth // np.where(n1 != 0, n1, 1), 0)
     produced = np.where(has_before, interpolated, samples.ts[after])
-    produced_ok = after_ok
     # greatest() skips a null: an unknown append time gives age 0
-    age_s = np.where(produced_ok, np.maximum(tick - produced, 0), 0) / 1000.0
+    age_s = np.where(after_ok, np.maximum(tick - produced, 0), 0) / 1000.0
     caught_up = committed.valid & (committed.values >= log_end.values)
-    lag_seconds = np.where(caught_up, 0.0, age_s)
-    lag = np.where(committed.valid, np.maximum(log_end.values - committed.values, 0), 0)
+    return _Lag(
+        has_sample,
+        log_end,
+        log_end_time,
+        unchanged_since,
+        lag=np.where(committed.valid, np.maximum(log_end.values - committed.values, 0), 0),
+        lag_seconds=np.where(caught_up, 0.0, age_s),
+        caught_up=caught_up,
+        has_before=has_before,
+    )
 
-    lag_start = np.maximum(log_end.values[safe_back] - committed.values[safe_back], 0)
-    lag_start_ok = has_back & log_end.valid[safe_back] & committed.valid[safe_back]
 
-    group_rows = lives.group_row[life_idx]
-    names = buckets.select(["group", "topic", "partition"]).take(pa.array(group_rows))
+def sweep(
+    buckets: pa.Table, samples_table: pa.Table, tick_ms: int, end_tick_ms: int, window_ticks: int
+) -> pa.Table:
+    """TIMELINE_SWEEP_SCHEMA rows of one topic-partition."""
+    lives, life_of_bucket = _lives(buckets, tick_ms, end_tick_ms)
+    grid = _Grid.of(lives, tick_ms)
+    placed = _place_buckets(buckets, lives, life_of_bucket, grid, tick_ms)
+    state = _commit_state(buckets, grid, placed)
+    window = _status_window(grid, placed, state, window_ticks)
+    lag = _log_end_and_lag(_samples(samples_table), grid.tick, state.committed)
+    committed, log_end, back = state.committed, lag.log_end, window.safe_back
+    lag_start = np.maximum(log_end.values[back] - committed.values[back], 0)
+    lag_start_ok = window.has_back & log_end.valid[back] & committed.valid[back]
+    life_idx = grid.life_idx
+    names = buckets.select(["group", "topic", "partition"]).take(
+        pa.array(lives.group_row[life_idx])
+    )
+    has_sample = lag.has_sample
     return pa.table(
         {
             "group": names.column("group"),
@@ -336,21 +403,22 @@ def sweep(
             "life_end_ms": Nullable(
                 lives.life_end.values[life_idx], lives.life_end.valid[life_idx]
             ).arrow(),
-            "tick_ms": pa.array(tick),
+            "tick_ms": pa.array(grid.tick),
             "committed_offset": committed.arrow(),
-            "commit_time_ms": commit_time.arrow(),
-            "last_rewind_time_ms": last_rewind_time.arrow(),
-            "commits_in_window": pa.array((n_at_start + n_recent).astype(np.int32)),
-            "commits_in_tick": pa.array(n.astype(np.int32)),
-            "window_first_offset": window_first.arrow(),
+            "commit_time_ms": state.commit_time.arrow(),
+            "last_rewind_time_ms": state.last_rewind_time.arrow(),
+            "commits_in_window": pa.array(window.commits.astype(np.int32)),
+            "commits_in_tick": pa.array(placed.n.astype(np.int32)),
+            "window_first_offset": window.first_offset.arrow(),
             "log_end_offset": log_end.arrow(),
-            "log_end_time_ms": log_end_time.arrow(),
-            "log_end_unchanged_since_ms": unchanged_since.arrow(),
-            "lag": Nullable(lag, has_sample).arrow(),
-            "lag_seconds": pa.array(lag_seconds, mask=~has_sample),
+            "log_end_time_ms": lag.log_end_time.arrow(),
+            "log_end_unchanged_since_ms": lag.unchanged_since.arrow(),
+            "lag": Nullable(lag.lag, has_sample).arrow(),
+            "lag_seconds": pa.array(lag.lag_seconds, mask=~has_sample),
             # null where Spark's three-valued logic has it: no committed offset to compare
             "lag_seconds_lower_bound": pa.array(
-                has_sample & ~caught_up & ~has_before, mask=has_sample & ~committed.valid
+                has_sample & ~lag.caught_up & ~lag.has_before,
+                mask=has_sample & ~committed.valid,
             ),
             "lag_at_window_start": Nullable(lag_start, lag_start_ok).arrow(),
         }

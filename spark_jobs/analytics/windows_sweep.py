@@ -8,10 +8,18 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
-from offsetwatch.spark_jobs.analytics.timeline_sweep import Bools, Ints, Nullable, column_of
+from offsetwatch.spark_jobs.analytics.kernels import (
+    Ints,
+    Nullable,
+    codes,
+    column_of,
+    first_per,
+    ints,
+    masked_extreme,
+    masked_sum,
+    runs,
+)
 
-_MAX: Final = np.iinfo(np.int64).max
-_MIN: Final = np.iinfo(np.int64).min
 #: bucket columns the sweep reads (commit_buckets.BUCKETS_SCHEMA, `first`/`last` flattened)
 BUCKET_INPUT: Final = (
     "group",
@@ -39,58 +47,43 @@ def _group_codes(buckets: pa.Table, ticks: pa.Table) -> tuple[pa.Array, Ints, In
     both = pa.chunked_array(
         buckets.column("group").chunks + ticks.column("group").chunks, pa.string()
     )
-    encoded = both.combine_chunks().dictionary_encode()
-    codes = np.asarray(encoded.indices, dtype=np.int64)
-    return encoded.dictionary, codes[: buckets.num_rows], codes[buckets.num_rows :]
+    names, indexes = codes(both)
+    return names, indexes[: buckets.num_rows], indexes[buckets.num_rows :]
 
 
 def _windows_of(
     buckets: pa.Table, group: Ints, ticks: pa.Table, tick_group: Ints, size_ms: int
 ) -> dict[str, pa.Array]:
     """The windows of one size, `_group_code` standing for the group."""
-    bucket_ms = np.asarray(buckets.column("bucket_ms").to_numpy(), dtype=np.int64)
+    bucket_ms = ints(buckets.column("bucket_ms"))
     start = bucket_ms - bucket_ms % size_ms
     order = np.lexsort((start, group))
     g, s = group[order], start[order]
-    new = np.ones(len(g), dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (s[1:] != s[:-1])
-    starts = np.flatnonzero(new)
-    window_of = np.empty(len(g), dtype=np.int64)
-    window_of[order] = np.cumsum(new) - 1
-    count = len(starts)
+    windows = runs(g, s)
+    starts = windows.starts
+    window_of = windows.of_rows(order)
+    count = windows.count
 
-    def total(name: str) -> tuple[Ints, Bools]:
+    def total(name: str) -> Ints:
         col = column_of(buckets, name)
-        values = np.add.reduceat(np.where(col.valid, col.values, 0)[order], starts)
-        return values, np.logical_or.reduceat(col.valid[order], starts)
+        return masked_sum(col.values[order], col.valid[order], starts).values
 
     def extreme(name: str, highest: bool) -> Nullable:
         col = column_of(buckets, name)
-        fill = _MIN if highest else _MAX
-        ufunc = np.maximum if highest else np.minimum
-        values = ufunc.reduceat(np.where(col.valid, col.values, fill)[order], starts)
-        return Nullable(values, np.logical_or.reduceat(col.valid[order], starts))
+        return masked_extreme(col.values[order], col.valid[order], starts, highest)
 
     def pick(ts: str, so: str, offset: str, highest: bool) -> Nullable:
         """The offset of the bucket point (ts, source offset) that is least / greatest."""
         t, o = column_of(buckets, ts), column_of(buckets, so)
         sign = -1 if highest else 1
-        rows = np.flatnonzero(t.valid)
-        best = np.full(count, -1, dtype=np.int64)
-        ranked = rows[np.lexsort((sign * o.values[rows], sign * t.values[rows], window_of[rows]))]
-        w = window_of[ranked]
-        first = np.ones(len(w), dtype=bool)
-        first[1:] = w[1:] != w[:-1]
-        best[w[first]] = ranked[first]
-        values = column_of(buckets, offset)
-        safe = np.maximum(best, 0)
-        return Nullable(values.values[safe], (best >= 0) & values.valid[safe])
+        best = first_per(window_of, count, (sign * t.values, sign * o.values), t.valid)
+        return column_of(buckets, offset).at(best)
 
-    commits, _ = total("n")
+    commits = total("n")
     first = pick("first_ts", "first_so", "first_offset", highest=False)
     last = pick("last_ts", "last_so", "last_offset", highest=True)
-    interval_sum, _ = total("interval_sum_ms")
-    interval_n, _ = total("interval_n")
+    interval_sum = total("interval_sum_ms")
+    interval_n = total("interval_n")
     window_group, window_start = g[starts], s[starts]
     # the previous window of the same partition (windows are in (group, start) order)
     has_prev = np.zeros(count, dtype=bool)
