@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from offsetwatch.mock_cluster import MockCluster
-from offsetwatch.spark_jobs import streaming
+from offsetwatch.spark_jobs.streaming import alert_batch, state
 from offsetwatch.spark_jobs.streaming import (
     AlertSinks,
     StreamSettings,
@@ -123,9 +123,9 @@ def _run_keeping_everything(
     """The same stream with nothing dropped: no state part removed, no ended alert folded
     out of the ledger index; what it reads is still limited to `history_ms`."""
     with monkeypatch.context() as patch:
-        patch.setattr(streaming, "shutil", SimpleNamespace(rmtree=lambda *_a, **_k: None))
-        fold = streaming.update_ledger_index
-        patch.setattr(streaming, "update_ledger_index", lambda d, b, _horizon: fold(d, b, None))
+        patch.setattr(state, "shutil", SimpleNamespace(rmtree=lambda *_a, **_k: None))
+        fold = alert_batch.update_ledger_index
+        patch.setattr(alert_batch, "update_ledger_index", lambda d, b, _h: fold(d, b, None))
         _run(spark, archive, settings)
 
 
