@@ -12,13 +12,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 from offsetwatch.mock_cluster import MockCluster
-from offsetwatch.spark_jobs.streaming import alert_batch, state
 from offsetwatch.spark_jobs.streaming import (
     AlertSinks,
     StreamSettings,
+    alert_batch,
     archive_stream,
     kafka_stream,
     start_stream,
+    state,
     warm_up,
 )
 from tests.kafka_fixtures import produce_raw
