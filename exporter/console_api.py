@@ -11,6 +11,7 @@ Nothing here computes lag or status: that happened when the snapshot was built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any, Final
 
@@ -112,11 +113,16 @@ def lag_seconds_history(history: ConsoleHistory, only: Collection[str] | None = 
     return {
         "span_seconds": history.span_ms // 1000,
         "times_ms": list(times),
-        "groups": {
-            group: [None if s != s else round(s, 1) for s in values]
-            for group, values in groups.items()
-        },
+        "groups": {group: _nulls(values) for group, values in groups.items()},
     }
+
+
+def _nulls(values: list[float]) -> list[float] | list[float | None]:
+    """NaN (unknown) as null. Only a series with a NaN (or infinity) pays for a loop: one
+    makes the C-level sum non-finite."""
+    if math.isfinite(sum(values)):
+        return values
+    return [v if math.isfinite(v) else None for v in values]
 
 
 def record_event(canonical: Canonical, record: AnyRecord) -> str:

@@ -8,8 +8,8 @@ loop appends one point per group after a snapshot (`record`); HTTP threads read 
 Memory is bounded per group: at most `capacity` points. While the buffer has room every
 point is kept (a demo run of minutes is shown at snapshot resolution); once full, the older
 half is thinned to every other point, so resolution falls off with age and the span still
-reaches back `span_ms` (points older than that are dropped). Three numbers per point, 20
-bytes, so 120 points cost ~2.4 KB per group (24 MB at 10,000 groups).
+reaches back `span_ms` (points older than that are dropped). Three numbers per point, 24
+bytes, so 120 points cost ~2.9 KB per group (29 MB at 10,000 groups).
 
 Concurrency: one writer (the main loop), many readers. The time axis is shared by every
 group (a group's values are aligned to the tail of it), and the writer brackets each change
@@ -55,7 +55,8 @@ class _Columns:
     def __init__(self) -> None:
         self.log_end = array("q")
         self.lag = array("q")
-        self.lag_seconds = array("f")
+        #: rounded to 0.1 s when recorded: what the API sends, encoded without a Python loop
+        self.lag_seconds = array("d")
 
 
 def _log_end_total(group: GroupSnapshot) -> int:
@@ -111,7 +112,7 @@ class ConsoleHistory:
                     columns = groups[group_id] = _Columns()
                 columns.log_end.append(log_end)
                 columns.lag.append(lag)
-                columns.lag_seconds.append(seconds)
+                columns.lag_seconds.append(round(seconds, 1))
             times.append(now)
             self._trim(now)
         finally:
@@ -169,7 +170,7 @@ class ConsoleHistory:
 
     def lag_seconds_all(
         self, only: Collection[str] | None = None
-    ) -> tuple[tuple[int, ...], dict[str, tuple[float, ...]]]:
+    ) -> tuple[tuple[int, ...], dict[str, list[float]]]:
         """(time axis, group -> lag seconds aligned to the tail of it) for every group, or
         for the groups in `only` that have a history."""
         for _ in range(_READ_ATTEMPTS):
@@ -179,10 +180,10 @@ class ConsoleHistory:
                 continue
             times = tuple(self._times)
             if only is None:
-                groups = {g: tuple(c.lag_seconds) for g, c in list(self._groups.items())}
+                groups = {g: c.lag_seconds.tolist() for g, c in list(self._groups.items())}
             else:
                 found = self._groups
-                groups = {g: tuple(c.lag_seconds) for g in only if (c := found.get(g))}
+                groups = {g: c.lag_seconds.tolist() for g in only if (c := found.get(g))}
             if self._seq == before:
                 return times, groups
         return (), {}
