@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from offsetwatch.decoder.canonical import Canonical
+from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.log_end import log_end_record
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.spark_jobs.schema import CanonicalRows, canonical_struct
@@ -27,7 +28,7 @@ def _warm_up_records(spark: SparkSession) -> DataFrame:
     records = []
     for n in range(2):
         at = _WARM_UP_T0 + n * 60_000
-        commit = OffsetCommitValue(10 * n, -1, "", at, -1)
+        commit = OffsetCommitValue(10 * n, -1, "", at, -1, ZERO_UUID)
         key = OffsetCommitKey(_GROUP, "t", 0)
         records.append(canonical.to_dict(Record(1, key, 3, commit, 0, n, at)))
         records.append(log_end_record("t", 0, 20 * n, at, -1))
