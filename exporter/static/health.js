@@ -13,6 +13,12 @@ function table(caption, rows) {
   return el("table", { class: "health" }, el("caption", {}, caption), el("tbody", {}, rows));
 }
 
+/** Short durations (a snapshot build) in milliseconds, longer ones as usual. */
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  return seconds < 1 ? `${(seconds * 1000).toFixed(1)} ms` : fmtSeconds(seconds);
+}
+
 function counts(map) {
   const entries = Object.entries(map ?? {});
   return entries.length ? entries.map(([k, v]) => `${k}: ${fmtInt(v)}`).join(", ") : "none";
@@ -50,7 +56,7 @@ export function mountHealth(main) {
           row("Checkpoint age", h.checkpoint_age_seconds === null ? "no checkpoint yet"
             : fmtSeconds(h.checkpoint_age_seconds), "health-checkpoint-age"),
           row("Snapshot age", fmtSeconds(h.snapshot_age_seconds), "health-snapshot-age"),
-          row("Snapshot build", fmtSeconds(h.snapshot_duration_seconds)),
+          row("Snapshot build", duration(h.snapshot_duration_seconds)),
           row("Log-end sample age", fmtSeconds(h.log_end_sample_age_seconds)),
           row("Groups", fmtInt(h.groups), "health-groups"),
           row("Tracked partitions", fmtInt(h.tracked_partitions)),
