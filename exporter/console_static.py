@@ -66,15 +66,21 @@ def static_file(name: str) -> StaticFile | None:
     return _load().get(name)
 
 
-def console_page(missing_group: str | None = None) -> bytes:
-    """The console's page; with `missing_group`, saying that there is no such group."""
+def console_page(missing_group: str | None = None, warming_up: bool = False) -> bytes:
+    """The console's page; with `missing_group`, saying that there is no such group (and,
+    while the exporter is still catching up, that it may not know the group yet)."""
     page = _load()["index.html"].body
     if missing_group is None:
         return page
     name = html.escape(missing_group)
+    why = (
+        "the exporter is still reading __consumer_offsets and may not have met it yet"
+        if warming_up
+        else "it never committed offsets, or it was deleted"
+    )
     notice = (
         f'{_MAIN}<section class="notice" data-view="missing"><h1>No such group</h1>'
-        f"<p>The exporter knows no consumer group <code>{name}</code>: it never committed "
-        f'offsets, or it was deleted. <a href="/groups">All groups</a></p></section>'
+        f"<p>The exporter knows no consumer group <code>{name}</code>: {why}. "
+        '<a href="/groups">All groups</a></p></section>'
     )
     return page.replace(_MAIN.encode(), notice.encode(), 1)

@@ -416,8 +416,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._page(200, console_page(), head)
             elif path.startswith("/groups/"):
                 group_id = unquote(path[len("/groups/") :], errors="strict")
-                if app.snapshot().group(group_id) is None:
-                    self._page(404, console_page(missing_group=group_id), head)
+                snapshot = app.snapshot()
+                if snapshot.group(group_id) is None:
+                    page = console_page(missing_group=group_id, warming_up=not snapshot.ready)
+                    self._page(404, page, head)
                 else:
                     self._page(200, console_page(), head)
             elif path.startswith("/static/"):

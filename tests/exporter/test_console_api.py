@@ -97,6 +97,15 @@ def test_unknown_group_page_is_a_404_that_says_so(server: ExporterHttpServer) ->
     assert b"&lt;script&gt;nope" in page.body and b"<script>nope" not in page.body
     odd = get(server, "/groups/" + "odd%20%22group%22%20%5C%20with%0Anewline%20%E2%9C%93")
     assert odd.status == 200
+    assert b"deleted" in page.body
+
+
+def test_unknown_group_while_catching_up_says_why(holder: Holder) -> None:
+    holder.snapshot = build(sample_state(), ready=False)
+    with ExporterHttpServer(SnapshotCollector(holder), "127.0.0.1", 0) as srv:
+        page = get(srv, "/groups/nope")
+        assert page.status == 404
+        assert b"still reading __consumer_offsets" in page.body
 
 
 def test_static_files_have_types_and_etags(server: ExporterHttpServer) -> None:
