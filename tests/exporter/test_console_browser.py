@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import bcrypt
 import pytest
@@ -34,7 +35,7 @@ from offsetwatch.exporter.http_server import ExporterHttpServer
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.web_config import load_web_config
 from tests.exporter.test_http_server import ready_stats
-from tests.exporter.test_metrics import Holder, build, sample_state
+from tests.exporter.test_metrics import Holder, build, commit, sample_state
 
 pytestmark = pytest.mark.kafka
 
@@ -330,3 +331,50 @@ def test_basic_auth_refuses_the_browser_without_credentials(browser: Any, tmp_pa
             expect(page.locator("#stream-state")).to_have_text("connected")
         finally:
             operator.close()
+
+
+# ------------------------------------------------------------------- many groups, odd names
+
+HOSTILE = '<img src=x onerror="window.owned=1">'
+
+
+@pytest.fixture(scope="module")
+def many_groups() -> Iterator[ExporterHttpServer]:
+    """1,000 groups (and one whose name is markup) on a server without Kafka."""
+    state = sample_state()
+    for g in range(1_000):
+        state.apply(commit(f"bulk-{g:04d}", "orders", g % 3, 10))
+    state.apply(commit(HOSTILE, "orders", 0, 1))
+    holder = Holder(build(state), ready_stats())
+    with ExporterHttpServer(SnapshotCollector(holder), "127.0.0.1", 0) as server:
+        yield server
+
+
+def test_a_thousand_groups_are_paged(page: Any, many_groups: ExporterHttpServer) -> None:
+    page.goto(many_groups.url + "/groups?sort=group&order=asc")
+    rows = page.locator("#groups tbody tr[data-group]")
+    expect(rows).to_have_count(100)
+    expect(page.locator("#page-info")).to_have_text("Page 1 of 11")
+    expect(page.locator("#prev-page")).to_be_disabled()
+    page.click("#next-page")
+    expect(page.locator("#page-info")).to_have_text("Page 2 of 11")
+    expect(rows.first).to_have_attribute("data-group", "bulk-0099")
+    assert "page=2" in page.url
+    page.fill("#group-filter", "bulk-09")
+    expect(page.locator("#page-info")).to_have_text("Page 1 of 1")
+    expect(rows).to_have_count(100)
+
+
+def test_group_names_are_text_never_markup(page: Any, many_groups: ExporterHttpServer) -> None:
+    page.goto(many_groups.url + "/groups?q=onerror")
+    row = page.locator("#groups tbody tr[data-group]")
+    expect(row).to_have_count(1)
+    expect(row.locator("th a")).to_have_text(HOSTILE)
+    assert page.locator("#groups img").count() == 0
+    row.locator("th a").click()
+    expect(page.locator("h1")).to_contain_text(HOSTILE)
+    assert page.evaluate("window.owned === undefined")
+    response = page.goto(many_groups.url + "/groups/" + quote(HOSTILE + "-gone", safe=""))
+    assert response is not None and response.status == 404
+    expect(page.locator("main code")).to_have_text(HOSTILE + "-gone")
+    assert page.evaluate("window.owned === undefined")
