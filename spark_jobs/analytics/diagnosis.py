@@ -306,9 +306,12 @@ def episode_diagnoses(
 
 
 def with_diagnoses(episodes: DataFrame, diagnoses: DataFrame) -> DataFrame:
-    """Episodes (EPISODES_SCHEMA) with `cause` and `suspects` appended."""
+    """Episodes (EPISODES_SCHEMA) with `cause` and `suspects` appended, in the episodes'
+    order: the diagnoses (one small row per episode) are broadcast, so the join streams the
+    episodes through as they come instead of shuffling them (`spark stream` emits its alerts
+    in that order, and two runs over the same history must emit the same)."""
     key = [F.col(f"e.{name}").eqNullSafe(F.col(f"d.{name}")) for name in EPISODE_KEY]
-    joined = episodes.alias("e").join(diagnoses.alias("d"), key, "left")
+    joined = episodes.alias("e").join(F.broadcast(diagnoses.alias("d")), key, "left")
     return joined.select(
         *[F.col(f"e.{f.name}").alias(f.name) for f in EPISODES_SCHEMA.fields],
         F.col("d.cause").alias("cause"),
