@@ -42,7 +42,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from offsetwatch import cli  # noqa: E402
-from offsetwatch.commands import decode as decode_cmd  # noqa: E402
+from offsetwatch.commands.decode import loop as decode_cmd  # noqa: E402
 from offsetwatch.decoder import KafkaJson  # noqa: E402
 from offsetwatch.decoder.canonical import dumps  # noqa: E402
 
@@ -57,7 +57,7 @@ import sys
 from offsetwatch.decoder import KafkaJson
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch import cli
-from offsetwatch.commands import decode
+from offsetwatch.commands.decode import loop as decode
 
 def naive(fmt):
     dump_log = KafkaJson().dump_log

@@ -12,14 +12,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
 from offsetwatch.cli import main
 from offsetwatch.commands import apply_env_defaults, kafka_properties_from_env
-from offsetwatch.commands.decode import parse_start
-from offsetwatch.decode_inputs import SAMPLE_FILE
+from offsetwatch.commands.decode.options import parse_start
+from offsetwatch.decode_inputs import SAMPLE_FILE, Chunk, HexJsonlSource
 from offsetwatch.decoder import Canonical, Codec
 from offsetwatch.decoder.avro import AvroCodec
 
@@ -209,6 +209,40 @@ def test_output_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     code, out, err = _run(capsys, "--sample", "--format", "dump-log", "-o", str(target))
     assert (code, out, err) == (0, [], "")
     assert len(target.read_text().splitlines()) == len(_rows(SAMPLE))
+
+
+def test_a_failing_loop_still_stops_the_bar_and_closes_output_then_source(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a bar left running would leave the terminal without a cursor; a consumer left open
+    # would hold its connections until the interpreter exits
+    from offsetwatch.commands.decode import loop, output, progress
+
+    opened: list[IO[bytes]] = []
+    events: list[str] = []
+    open_file = output._open_file
+    stop_bar = progress.ProgressBar.__exit__
+
+    def recorded_open(path: str) -> IO[bytes]:
+        opened.append(open_file(path))
+        return opened[-1]
+
+    def recorded_stop(bar: progress.ProgressBar, *exc: object) -> None:
+        events.append("bar stopped")
+        stop_bar(bar, *exc)
+
+    def broken_loop(self: loop.DecodeLoop, chunk: Chunk) -> list[Any]:
+        raise RuntimeError("decoder bug")
+
+    monkeypatch.setattr(output, "_open_file", recorded_open)
+    monkeypatch.setattr(progress.ProgressBar, "__exit__", recorded_stop)
+    monkeypatch.setattr(
+        HexJsonlSource, "close", lambda self: events.append(f"source closed {opened[0].closed}")
+    )
+    monkeypatch.setattr(loop.DecodeLoop, "__call__", broken_loop)
+    with pytest.raises(RuntimeError, match="decoder bug"):
+        main(["decode", "--sample", "--progress", "-o", str(tmp_path / "out.jsonl")])
+    assert events == ["bar stopped", "source closed True"]
 
 
 # -- filters ---------------------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""The decode loop of `offsetwatch decode`: input chunks -> output items, with the filters and
+the renderers, and the stderr reporter of what could not be decoded."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from offsetwatch.decode_inputs import Chunk, InputRecord, Notice, Source
+from offsetwatch.decoder import Canonical, Codec, DecodeError, KafkaJson, group_of
+from offsetwatch.decoder.canonical import dumps
+
+#: what hex-jsonl input gets for a record that is filtered out or skipped (one line per line)
+NULL_LINE: Final = "null"
+
+
+class Reporter:
+    """Problems go to stderr, one line each; counts the failures for the exit code."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+
+    def failure(self, message: str) -> None:
+        self.failures += 1
+        # looked up at each call: the progress bar redirects sys.stderr while it runs
+        sys.stderr.write(f"offsetwatch: {message}\n")
+
+    def note(self, message: str) -> None:
+        sys.stderr.write(f"offsetwatch: note: {message}\n")
+
+
+Render = Callable[[Any, "str | None"], Any]
+
+
+def _renderer(fmt: str) -> Render:
+    """record, transaction status -> output line (str), canonical dict (avro), or None (skip)."""
+    if fmt in ("json", "avro"):
+        canonical = Canonical()
+        # the transaction outcome travels in the record itself (contract.TRANSACTION), in
+        # JSON and Avro alike: a reader of either must not count aborted or open commits
+        return canonical.to_dict if fmt == "avro" else canonical.to_json
+    kafka = KafkaJson()
+    # text straight from the records: the same lines as dumps(kafka.dump_log(record)) etc.
+    if fmt == "dump-log":
+        dump_log_text = kafka.dump_log_text
+        return lambda record, status: dump_log_text(record)
+    console_text = kafka.console_text
+    return lambda record, status: console_text(record)
+
+
+def _error_line(message: str) -> str:
+    return dumps({"error": message})
+
+
+class DecodeLoop:
+    """Turns input chunks into output items, applying the filters."""
+
+    def __init__(self, args: argparse.Namespace, one_per_line: bool, reporter: Reporter) -> None:
+        self.codec = Codec()
+        # a module global on purpose: benchmarks/dump_log.py swaps in its naive renderer
+        self.render = _renderer(args.format)
+        self.reporter = reporter
+        self.one_per_line = one_per_line and args.format != "avro"
+        self.partitions = frozenset(args.partitions) if args.partitions else None
+        self.types = frozenset().union(*args.types) if args.types else None
+        self.group = args.group
+        self.exclude_tombstones = bool(args.exclude_tombstones)
+        self.skip_aborted = bool(args.skip_aborted)
+
+    def outputs(
+        self, source: Source, advance: Callable[[int, int], None] | None
+    ) -> Iterator[list[Any]]:
+        """The output items of each chunk of the source; `advance(bytes, records)` is told
+        after each chunk (the progress bar)."""
+        for chunk in source.chunks():
+            items = self(chunk)
+            if advance is not None:
+                advance(chunk.nbytes, len(chunk.items))
+            yield items
+
+    def _located(self, error: Exception, item: Any, label: str) -> str:
+        if isinstance(error, DecodeError):
+            error = error.at(
+                item.partition if item.partition >= 0 else None,
+                item.offset if item.offset >= 0 else None,
+            )
+        where = f" ({label} line {item.line})" if item.line else ""
+        return f"{error}{where}"
+
+    def __call__(self, chunk: Chunk) -> list[Any]:
+        # locals, bound once per chunk: the loop below runs once per record
+        input_record = InputRecord
+        notice = Notice
+        decode_error = DecodeError
+        group_of_record = group_of
+        decode = self.codec.decode
+        render = self.render
+        one_per_line = self.one_per_line
+        partitions = self.partitions
+        types = self.types
+        group = self.group
+        exclude_tombstones = self.exclude_tombstones
+        skip_aborted = self.skip_aborted
+        prefilter = (
+            partitions is not None or types is not None or exclude_tombstones or skip_aborted
+        )
+        out: list[Any] = []
+        append = out.append
+        for item in chunk.items:
+            if type(item) is not input_record:
+                if type(item) is notice:
+                    self.reporter.note(item.message)
+                    continue
+                message = str(item)
+                self.reporter.failure(message)
+                if one_per_line:
+                    append(_error_line(message))
+                continue
+            partition, offset, timestamp, key, value, status, _line = item
+            if prefilter and (
+                (partitions is not None and partition not in partitions)
+                or (
+                    types is not None
+                    and (key is None or len(key) < 2 or (key[0] << 8 | key[1]) not in types)
+                )
+                or (exclude_tombstones and value is None)
+                or (skip_aborted and status == "aborted")
+            ):
+                if one_per_line:
+                    append(NULL_LINE)
+                continue
+            try:
+                record = decode(key, value, partition, offset, timestamp)
+            except decode_error as error:
+                message = self._located(error, item, chunk.label)
+                self.reporter.failure(message)
+                if one_per_line:
+                    append(_error_line(message))
+                continue
+            if group is not None:
+                group_id = group_of_record(record)
+                if group_id is None or group.search(group_id) is None:
+                    if one_per_line:
+                        append(NULL_LINE)
+                    continue
+            rendered = render(record, status)
+            if rendered is None:
+                if one_per_line:
+                    append(NULL_LINE)
+                continue
+            append(rendered)
+        return out
