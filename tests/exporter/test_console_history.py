@@ -47,29 +47,26 @@ def test_not_ready_and_too_soon_are_skipped() -> None:
     assert len(history) == 1
 
 
-def test_capacity_thins_the_older_half_and_span_drops_the_oldest() -> None:
-    history = ConsoleHistory(capacity=8, span_ms=3_600_000, min_step_ms=1)
-    for i in range(40):
-        history.record(snapshot_at(NOW + i * 1_000))
-    assert len(history) < 8
-    series = history.series("live")
-    assert series is not None
-    times = series.times_ms
-    assert times[-1] == NOW + 39_000
-    assert list(times) == sorted(times)
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert gaps[-1] == 1_000  # the newest points stay as recorded
-    assert max(gaps) > 1_000  # the older ones were thinned
-    span = ConsoleHistory(capacity=100, span_ms=10_000, min_step_ms=1)
-    for i in range(30):
-        span.record(snapshot_at(NOW + i * 1_000))
-    kept = span.series("live")
-    assert kept is not None
-    assert kept.times_ms[0] >= NOW + 29_000 - 10_000
+def test_an_hour_in_bounded_points_whatever_the_snapshot_interval() -> None:
+    snapshot = snapshot_at(NOW)
+    for step_ms in (1_000, 5_000, 30_000):
+        history = ConsoleHistory()
+        for i in range(2 * 3_600_000 // step_ms):
+            history.record(dataclasses.replace(snapshot, time_ms=NOW + i * step_ms))
+        series = history.series("live")
+        assert series is not None
+        times = series.times_ms
+        assert list(times) == sorted(set(times))
+        span = times[-1] - times[0]
+        assert 3_540_000 <= span <= 3_600_000, (step_ms, span)
+        assert len(times) <= 60 + 15 + 61 + 15
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert gaps[-1] == step_ms  # the newest points stay as recorded
+        assert max(gaps) <= max(step_ms, 60_000) + step_ms  # the older ones a minute apart
 
 
 def test_groups_come_and_go_aligned_to_the_time_axis() -> None:
-    history = ConsoleHistory(capacity=6, min_step_ms=1)
+    history = ConsoleHistory(recent=4, buckets=4, span_ms=8_000, min_step_ms=1)
     state = sample_state()
     history.record(build(state, now=NOW))
     state.apply(commit("late", "orders", 0, 100))
@@ -80,6 +77,11 @@ def test_groups_come_and_go_aligned_to_the_time_axis() -> None:
     assert late.times_ms == live.times_ms[len(live.times_ms) - len(late.times_ms) :]
     assert len(late.times_ms) == len(late.lag) == len(late.log_end) == len(late.lag_seconds)
     times, all_groups = history.lag_seconds_all()
+    for group, values in all_groups.items():  # the sparklines are the series' lag seconds
+        series = history.series(group)
+        assert series is not None
+        assert list(series.lag_seconds) == values
+        assert series.times_ms == times[len(times) - len(values) :]
     assert set(all_groups) == {"live", "stopped", "late", 'odd "group" \\ with\nnewline ✓'}
     assert all(len(v) <= len(times) for v in all_groups.values())
 
@@ -95,7 +97,7 @@ def test_deleted_groups_leave_the_history() -> None:
 
 
 def test_readers_never_see_a_torn_series_while_the_writer_appends() -> None:
-    history = ConsoleHistory(capacity=16, min_step_ms=1)
+    history = ConsoleHistory(recent=8, buckets=4, span_ms=40_000, min_step_ms=1)
     stop = threading.Event()
     torn: list[str] = []
 
@@ -127,7 +129,7 @@ def test_readers_never_see_a_torn_series_while_the_writer_appends() -> None:
 def test_thinning_keeps_each_group_aligned_with_the_axis() -> None:
     """Groups born at different times are cut like the axis they end on: every kept value
     is the one recorded at its kept time (the lag encodes the time it was recorded at)."""
-    history = ConsoleHistory(capacity=10, span_ms=3_600_000, min_step_ms=1)
+    history = ConsoleHistory(recent=6, buckets=6, span_ms=30_000, min_step_ms=1)
     state = sample_state()
     for i in range(57):
         if i in (3, 8, 21):
