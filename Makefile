@@ -21,8 +21,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# 4 workers on 2 cores: most tests wait (JVM start-up, mock clusters, child processes);
+# tests/conftest.py keeps the Spark tests in one worker (one JVM) and a module's tests together
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 4 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/decode.py
