@@ -40,13 +40,14 @@ def bench_dir() -> Path:
     return require_path(_conformance_root().parent / "bench", "Benchmark data")
 
 
-#: scopes that run as one unit in one worker: every Spark test shares the worker's one
-#: SparkSession (one JVM); test_cluster starts its own JVMs in child processes, so it runs
-#: beside them instead of after them
+#: Spark tests run in two groups of about equal length (3 minutes each when the machine is
+#: otherwise idle), each group in one worker with that worker's one SparkSession (one JVM);
+#: test_cluster starts its own JVMs in child processes, so it runs beside them
 _SPARK_TESTS: Final = "tests/spark_jobs/"
+_SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
 _OWN_GROUPS: Final = {"tests/spark_jobs/test_cluster.py": "spark-cluster"}
 #: the longest units first, so that none of them starts last
-_FIRST: Final = ("spark", "spark-cluster")
+_FIRST: Final = ("spark", "spark-sources", "spark-cluster")
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -58,7 +59,10 @@ def xdist_scope(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
     if module in _OWN_GROUPS:
         return _OWN_GROUPS[module]
-    return "spark" if module.startswith(_SPARK_TESTS) else module
+    if not module.startswith(_SPARK_TESTS):
+        return module
+    name = module.rsplit("/", 1)[-1]
+    return "spark-sources" if any(word in name for word in _SOURCE_TESTS) else "spark"
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
