@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
+from offsetwatch.core.atomic import fsync_directory
 from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
-from offsetwatch.exporter.durable import fsync_directory
 
 ArchiveFormat = Literal["jsonl", "avro"]
 AvroBlockCodec = Literal["null", "deflate", "snappy"]

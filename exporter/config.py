@@ -67,6 +67,7 @@ from offsetwatch.core.connection import (
     bootstrap_from_env,
     kafka_property_name,
 )
+from offsetwatch.core.topics import OFFSETS_TOPIC
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
@@ -111,7 +112,7 @@ class ExporterConfig:
     #: Kafka bootstrap servers, "host:port[,host:port...]"
     bootstrap_servers: str = "localhost:9092"
     #: the topic holding the group coordinator's records
-    offsets_topic: str = "__consumer_offsets"
+    offsets_topic: str = OFFSETS_TOPIC
     #: librdkafka properties passed through to every client (SASL, SSL, timeouts...)
     kafka_properties: Mapping[str, str] = field(default_factory=_empty_properties)
     #: the cluster label of every metric (kafka-lag-exporter's `cluster_name`)

@@ -22,7 +22,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC, redact
+from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.kafka_source import redact
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,9 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
-
-OFFSETS_TOPIC: Final = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from offsetwatch.exporter.durable import fsync_directory
+from offsetwatch.core.atomic import write_text_atomic
 
 BOOKKEEPING: Final = "_offsetwatch"
 MANIFEST: Final = "manifest.json"
@@ -89,16 +89,6 @@ def stat_files(paths: Iterable[Path]) -> list[InputFile]:
         stat = item.stat()
         out.append(InputFile(str(item), stat.st_size, stat.st_mtime_ns))
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +187,7 @@ class Run:
         moves = self._moves(tables)
         record = {"moves": moves, "manifest": json.loads(manifest.to_json())}
         self.lake.bookkeeping.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._commit_record(), json.dumps(record))
+        write_text_atomic(self._commit_record(), json.dumps(record))
         self.publish(record)
         return len(moves)
 
@@ -213,7 +203,7 @@ class Run:
         manifest_data = record["manifest"]
         manifest = Manifest.from_json(json.dumps(manifest_data))
         previous = self.lake.manifest().group_state
-        _write_atomic(self.lake.bookkeeping / MANIFEST, manifest.to_json())
+        write_text_atomic(self.lake.bookkeeping / MANIFEST, manifest.to_json())
         if previous is not None and previous != manifest.group_state:
             shutil.rmtree(self.lake.bookkeeping / GROUP_STATE / previous, ignore_errors=True)
         self._commit_record().unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from typing import Final
 from offsetwatch.consumer_helpers.assignment import PartitionKey
 from offsetwatch.consumer_helpers.errors import ConsumerHelperError
 from offsetwatch.consumer_helpers.offset_store import StoredPartition
-from offsetwatch.exporter.durable import fsync_directory
+from offsetwatch.core.atomic import fsync_directory
 
 _FORMAT: Final = "offsetwatch-offset-store"
 _VERSION: Final = 1

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from offsetwatch.exporter.kafka_source import OFFSETS_TOPIC
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.spark_jobs.sources import OUTPUT_QUARANTINE, InputError, output_of
 
 Format = Literal["raw", "json", "avro"]

@@ -40,6 +40,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.codec import Message
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.spark_jobs.schema import CanonicalRows
@@ -57,7 +58,7 @@ from offsetwatch.spark_jobs.sources.columns import decode_records
 from offsetwatch.spark_jobs.sources.segment_columns import Run, decode_run, runs
 
 SOURCE: Final = "segments"
-CONSUMER_OFFSETS: Final = "__consumer_offsets"
+CONSUMER_OFFSETS: Final = OFFSETS_TOPIC
 DEFAULT_SPLIT_BYTES: Final = 16 * 1024 * 1024
 #: batch header: base offset (8), length (4), leader epoch (4), magic (1), crc (4), attributes (2)
 _HEADER: Final = struct.Struct(">qiibIh")
