@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/exporter.py
 	$(BIN)/python benchmarks/lag_history.py
 	$(BIN)/python benchmarks/offset_ops.py
+	$(BIN)/python benchmarks/diagnosis.py
+	$(BIN)/python benchmarks/console.py
 	$(BIN)/python benchmarks/spark_sources.py
 	$(BIN)/python benchmarks/spark_kafka_source.py
 	$(BIN)/python benchmarks/spark_history.py
