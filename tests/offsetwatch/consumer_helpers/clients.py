@@ -103,6 +103,20 @@ class Reader:
         return {p.partition for p in self.consumer.assignment()}
 
 
+def hold(reader: Reader) -> list[TopicPartition]:
+    """Pause everything `reader` has now; give the result to `release`."""
+    held = reader.consumer.assignment()
+    reader.consumer.pause(held)
+    return held
+
+
+def release(reader: Reader, held: list[TopicPartition]) -> None:
+    """Resume what `hold` paused, not what is assigned now: librdkafka keeps a partition's
+    pause in the client across rebalances, so a held partition that moved to another member
+    and comes back later would otherwise stay paused for good (librdkafka issue #1849)."""
+    reader.consumer.resume(held)
+
+
 def poll_until(
     readers: Iterable[Reader], done: Callable[[], bool], timeout_s: float = 60.0
 ) -> None:

@@ -27,9 +27,11 @@ from tests.kafka_fixtures import create_data_topic, kafka_cluster  # noqa: F401
 from tests.offsetwatch.consumer_helpers.clients import (
     PROTOCOLS,
     Reader,
+    hold,
     make_consumer,
     poll_until,
     produce_in_small_batches,
+    release,
 )
 
 pytestmark = pytest.mark.kafka
@@ -136,7 +138,7 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
     try:
         # Every partition begun, none finished: whichever moves has state to carry.
         poll_until([first], lambda: {p for p, _ in first.read} == set(range(PARTITIONS)))
-        first.consumer.pause(first.consumer.assignment())
+        held = hold(first)
         second = _reader(bootstrap, group, protocol, second_offsets, save=False)
         readers.append(second)
         poll_until(
@@ -146,7 +148,7 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
                 and len(first_offsets.partitions) + len(second_offsets.partitions) == PARTITIONS
             ),
         )
-        first.consumer.resume(first.consumer.assignment())
+        release(first, held)
         moved = set(second_offsets.partitions)
         assert not moved & set(first_offsets.partitions), "the old owner still holds state"
         carried = {key: second_offsets.state(*key) for key in moved}

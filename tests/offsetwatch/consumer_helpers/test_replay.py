@@ -34,10 +34,12 @@ from tests.offsetwatch.consumer_helpers.clients import (
     PROTOCOLS,
     KafkaTimeAnswers,
     Reader,
+    hold,
     make_consumer,
     poll_until,
     produce_in_small_batches,
     produce_timed,
+    release,
 )
 
 TOPIC = "orders"
@@ -147,12 +149,12 @@ def test_members_joining_one_after_another_do_not_replay_twice(
     try:
         poll_until([first], lambda: _under_way(first))
         # Hold `first` mid-replay (every partition begun, none finished) while `second` joins.
-        first.consumer.pause(first.consumer.assignment())
+        held = hold(first)
         assert len(first.read) < PARTITIONS * PER_PARTITION / 2, "the replay is under way"
         second = _replaying_reader(bootstrap, group, protocol, "r1")
         readers.append(second)
         poll_until([first, second], lambda: _stable(first, second))
-        first.consumer.resume(first.consumer.assignment())
+        release(first, held)
         poll_until([first, second], lambda: set(first.read + second.read) >= EVERYTHING)
         # After the replay: a third member joins, then one new message per partition.
         third = _replaying_reader(bootstrap, group, protocol, "r1")
@@ -200,10 +202,10 @@ def test_a_naive_seek_in_on_assign_does_replay_twice(
     first.consumer.subscribe([TOPIC], on_assign=naive)
     try:
         poll_until([first], lambda: _under_way(first))
-        first.consumer.pause(first.consumer.assignment())
+        held = hold(first)
         second.consumer.subscribe([TOPIC], on_assign=naive)
         poll_until([first, second], lambda: _settled(first, second))
-        first.consumer.resume(first.consumer.assignment())
+        release(first, held)
         poll_until([first, second], lambda: set(first.read + second.read) >= EVERYTHING)
     finally:
         for reader in readers:
