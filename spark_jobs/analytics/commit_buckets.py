@@ -122,7 +122,12 @@ def commit_buckets(commits: DataFrame, group_events: DataFrame, tick_ms: int) ->
     )
 
     def buckets_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
+        received = list(batches)
+        # An empty Spark partition (more shuffle partitions than groups, and no AQE to
+        # coalesce them) sends no batch at all, and pyarrow needs one to know the schema.
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
         if table.num_rows:
             result = sweep(table, tick_ms)
             if result is not None:
