@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+#: the zipped package `get_session` ships to executors (its name, as executors see it)
+PACKAGE_ZIP: Final = "offsetwatch-package.zip"
 QUIET_LOG4J: Final = Path(__file__).with_name("log4j2-quiet.properties")
 #: JVM start-up lines that no option turns off: dropped from the driver's stderr when quiet
 _JVM_NOTICES: Final = (b"WARNING: Using incubator modules:",)
@@ -71,7 +73,7 @@ def package_root() -> Path:
 def build_package_zip(target_dir: Path) -> Path:
     """Zip the `offsetwatch` package (following the symlinked folders) for `addPyFile`."""
     root = package_root()
-    target = target_dir / "offsetwatch-package.zip"
+    target = target_dir / PACKAGE_ZIP
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for directory, dirnames, filenames in os.walk(root, followlinks=True):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -103,11 +105,18 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
         _start_quiet_jvm(options, loopback=settings.is_local)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
-    if settings.should_ship() and not under_spark_submit():
+    if settings.should_ship() and not under_spark_submit() and not _shipped(spark):
         staging = Path(tempfile.mkdtemp(prefix="offsetwatch-spark-"))
         spark.sparkContext.addPyFile(str(build_package_zip(staging)))
     register_data_sources(spark)
     return spark
+
+
+def _shipped(spark: SparkSession) -> bool:
+    """Whether this SparkContext already has the package: a second job in the same process
+    (a notebook, a script running several jobs) reuses the context, and Spark refuses a
+    second file of the same name from another path."""
+    return any(path.endswith(f"/{PACKAGE_ZIP}") for path in spark.sparkContext.listFiles)
 
 
 def _options(settings: SparkSettings) -> dict[str, str]:

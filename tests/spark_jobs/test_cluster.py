@@ -3,9 +3,10 @@
 `local-cluster[2,1,1024]` starts a master, two workers and two executor JVMs, each with its own
 Python workers; offsetwatch reaches them as the zipped package `get_session` ships with
 addPyFile, exactly as on a standalone, YARN or Kubernetes cluster. One JVM runs one
-SparkContext, so the cluster side runs in child processes (the real `offsetwatch spark` CLI, and
-one small script), while this process computes the same results in local mode with the shared
-`spark` fixture: the cluster's lake and episodes must equal the local ones.
+SparkContext, so the cluster side runs in one child process (`offsetwatch spark compact` and
+`analyze` through the CLI's entry point, then a segments read, all on one cluster), while this
+process computes the same results in local mode with the shared `spark` fixture: the cluster's
+lake and episodes must equal the local ones.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ import pytest
 from offsetwatch.exporter.archive import ArchiveWriter
 from offsetwatch.spark_jobs.compact import compact
 from offsetwatch.spark_jobs.lake_schema import LAKE_TABLES
+from offsetwatch.spark_jobs.session import PACKAGE_ZIP
 from tests.spark_jobs.lake_records import classic, commit, log_end
 
 if TYPE_CHECKING:
@@ -32,17 +35,6 @@ pytestmark = pytest.mark.spark
 MASTER = "local-cluster[2,1,1024]"
 BASE_MS = 1_795_000_000_000  # 2026-11-18
 MINUTE = 60_000
-
-
-def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "offsetwatch.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, f"{args}: exit {done.returncode}\n{done.stderr[-3000:]}"
-    return done
 
 
 def _history() -> list[dict[str, Any]]:
@@ -80,47 +72,35 @@ def _tables(spark: SparkSession, lake: Path) -> dict[str, list[Any]]:
     }
 
 
-def test_compact_and_analyze_on_a_cluster_equal_local_mode(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    archive = _archive(tmp_path / "archive")
-    cluster_lake, local_lake = tmp_path / "lake-cluster", tmp_path / "lake-local"
-
-    _cli(
-        "spark", "compact", "--master", MASTER, "--input", str(archive), "--lake", str(cluster_lake)
-    )
-    compact(spark, "archive", local_lake, archive, progress=lambda _: None)
-    cluster_tables = _tables(spark, cluster_lake)
-    assert cluster_tables == _tables(spark, local_lake)
-    assert len(cluster_tables["commits"]) == 82
-    assert len(cluster_tables["log_ends"]) == 82
-
-    analyzed = _cli(
-        "spark", "analyze", "--master", MASTER, "--lake", str(cluster_lake), "--format", "json"
-    )
-    episodes = [
-        row for row in map(json.loads, analyzed.stdout.splitlines()) if row["table"] == "episodes"
-    ]
-    # the stuck group stalls (and its lag in seconds breaks the SLO); the healthy one has none
-    assert {e["group"] for e in episodes} == {"stuck"}
-    assert {e["kind"] for e in episodes} == {"stall", "lag_slo"}
-
-
-CLUSTER_READ = textwrap.dedent(
+CLUSTER_JOBS = textwrap.dedent(
     """
-    import json, os, sys, time
+    import contextlib, io, json, os, sys, time
+    from offsetwatch import cli
     from offsetwatch.spark_jobs.reader import read_records
     from offsetwatch.spark_jobs.session import SparkSettings, get_session
+
+    master, archive, lake, segments = sys.argv[1:5]
+
+    def run(*argv):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = cli.main(list(argv))
+        if code != 0:
+            sys.exit(f"{argv}: exit {code}")
+        return out.getvalue()
 
     def where(rows):
         import offsetwatch
         time.sleep(0.5)  # keep each task long enough for both executors to take some
         yield (os.getpid(), offsetwatch.__file__, sum(1 for _ in rows))
 
-    spark = get_session(SparkSettings(master=sys.argv[1], shuffle_partitions=4))
-    records = read_records(spark, "segments", sys.argv[2])
+    run("spark", "compact", "--master", master, "--input", archive, "--lake", lake)
+    analyzed = run("spark", "analyze", "--master", master, "--lake", lake, "--format", "json")
+    spark = get_session(SparkSettings(master=master, shuffle_partitions=4))
+    records = read_records(spark, "segments", segments)
     placed = records.repartition(8).rdd.mapPartitions(where).collect()
     print(json.dumps({
+        "analyzed": analyzed,
         "rows": sorted(map(list, records.select("partition", "offset", "type").collect())),
         "pids": sorted({p for p, _, _ in placed}),
         "modules": sorted({m for _, m, _ in placed}),
@@ -131,20 +111,58 @@ CLUSTER_READ = textwrap.dedent(
 )
 
 
-def test_segments_source_decodes_in_executor_processes(
-    spark: SparkSession, conformance_dir: Path
-) -> None:
-    from offsetwatch.spark_jobs.reader import read_records
+@dataclass(frozen=True, slots=True)
+class ClusterRun:
+    archive: Path
+    lake: Path
+    #: what CLUSTER_JOBS printed
+    result: dict[str, Any]
 
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory: pytest.TempPathFactory, conformance_dir: Path) -> ClusterRun:
+    """`spark compact` and `spark analyze` (the CLI's own entry point) and a segments read,
+    in one child process on one cluster: starting its JVMs is most of the cost."""
+    root = tmp_path_factory.mktemp("cluster")
+    archive, lake = _archive(root / "archive"), root / "lake-cluster"
     segments = conformance_dir / "runs" / "main" / "segments"
     done = subprocess.run(
-        [sys.executable, "-c", CLUSTER_READ, MASTER, str(segments)],
+        [sys.executable, "-c", CLUSTER_JOBS, MASTER, str(archive), str(lake), str(segments)],
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return ClusterRun(archive, lake, json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_compact_and_analyze_on_a_cluster_equal_local_mode(
+    spark: SparkSession, tmp_path: Path, cluster_run: ClusterRun
+) -> None:
+    local_lake = tmp_path / "lake-local"
+    compact(spark, "archive", local_lake, cluster_run.archive, progress=lambda _: None)
+    cluster_tables = _tables(spark, cluster_run.lake)
+    assert cluster_tables == _tables(spark, local_lake)
+    assert len(cluster_tables["commits"]) == 82
+    assert len(cluster_tables["log_ends"]) == 82
+
+    episodes = [
+        row
+        for row in map(json.loads, cluster_run.result["analyzed"].splitlines())
+        if row["table"] == "episodes"
+    ]
+    # the stuck group stalls (and its lag in seconds breaks the SLO); the healthy one has none
+    assert {e["group"] for e in episodes} == {"stuck"}
+    assert {e["kind"] for e in episodes} == {"stall", "lag_slo"}
+
+
+def test_segments_source_decodes_in_executor_processes(
+    spark: SparkSession, conformance_dir: Path, cluster_run: ClusterRun
+) -> None:
+    from offsetwatch.spark_jobs.reader import read_records
+
+    segments = conformance_dir / "runs" / "main" / "segments"
+    result = cluster_run.result
     local = sorted(
         map(
             list,
@@ -157,4 +175,4 @@ def test_segments_source_decodes_in_executor_processes(
     assert result["counted"] == len(local)
     assert len(result["pids"]) >= 2, "tasks ran in more than one executor process"
     # executors imported offsetwatch from the zip the driver shipped, not from this checkout
-    assert all("offsetwatch-package.zip" in module for module in result["modules"])
+    assert all(PACKAGE_ZIP in module for module in result["modules"])
