@@ -10,6 +10,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Every JVM the tests start (the shared session, `offsetwatch spark` children, cluster
+# executors) reads tests/spark-conf/spark-defaults.conf; an operator's own directory wins.
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark-conf"))
+
 
 def _conformance_root() -> Path:
     configured = os.environ.get("OFFSETWATCH_CONFORMANCE_DIR")
