@@ -65,7 +65,12 @@ def test_spark_start_up_lines_only_with_verbose(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "offsetwatch.cli", "spark", "offsets-at"]
     argv += ["--input", str(history), "--group", "g", "--time", "2026-01-02T00:00:00Z"]
     argv += ["--master", "local[1]"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    # Spark's defaults as an operator has them, but for the tests' JVM options (they print nothing)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "SPARK_CONF_DIR" or not k.startswith(("SPARK_", "PYSPARK_"))
+    }
     # both JVMs start at once: each mostly waits for its own start-up
     runs = {
         verbose: subprocess.Popen(

@@ -3,10 +3,10 @@
 `local-cluster[2,1,1024]` starts a master, two workers and two executor JVMs, each with its own
 Python workers; offsetwatch reaches them as the zipped package `get_session` ships with
 addPyFile, exactly as on a standalone, YARN or Kubernetes cluster. One JVM runs one
-SparkContext, so the cluster side runs in one child process (`offsetwatch spark compact` and
-`analyze` through the CLI's entry point, then a segments read, all on one cluster), while this
-process computes the same results in local mode with the shared `spark` fixture: the cluster's
-lake and episodes must equal the local ones.
+SparkContext, so everything runs in one child process: `offsetwatch spark compact` and
+`analyze` through the CLI's entry point and a segments read, all on one cluster, then the same
+compaction and read in local mode (a new SparkContext in the same JVM). The cluster's lake and
+rows must equal local mode's.
 """
 
 from __future__ import annotations
@@ -17,18 +17,13 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from offsetwatch.exporter.archive import ArchiveWriter
-from offsetwatch.spark_jobs.compact import compact
-from offsetwatch.spark_jobs.lake_schema import LAKE_TABLES
 from offsetwatch.spark_jobs.session import PACKAGE_ZIP
 from tests.spark_jobs.lake_records import classic, commit, log_end
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -62,24 +57,17 @@ def _archive(target: Path) -> Path:
     return target
 
 
-def _tables(spark: SparkSession, lake: Path) -> dict[str, list[Any]]:
-    return {
-        table: sorted(
-            (tuple(row) for row in spark.read.parquet(str(lake / table)).collect()), key=repr
-        )
-        for table in LAKE_TABLES
-        if (lake / table).exists()
-    }
-
-
 CLUSTER_JOBS = textwrap.dedent(
     """
     import contextlib, io, json, os, sys, time
+    from pathlib import Path
     from offsetwatch import cli
+    from offsetwatch.spark_jobs.compact import compact
+    from offsetwatch.spark_jobs.lake_schema import LAKE_TABLES
     from offsetwatch.spark_jobs.reader import read_records
     from offsetwatch.spark_jobs.session import SparkSettings, get_session
 
-    master, archive, lake, segments = sys.argv[1:5]
+    master, archive, cluster_lake, local_lake, segments = sys.argv[1:6]
 
     def run(*argv):
         out = io.StringIO()
@@ -94,61 +82,81 @@ CLUSTER_JOBS = textwrap.dedent(
         time.sleep(0.5)  # keep each task long enough for both executors to take some
         yield (os.getpid(), offsetwatch.__file__, sum(1 for _ in rows))
 
-    run("spark", "compact", "--master", master, "--input", archive, "--lake", lake)
-    analyzed = run("spark", "analyze", "--master", master, "--lake", lake, "--format", "json")
+    def tables(spark, lake):
+        return {
+            table: sorted(repr(tuple(r)) for r in spark.read.parquet(f"{lake}/{table}").collect())
+            for table in LAKE_TABLES
+            if os.path.exists(f"{lake}/{table}")
+        }
+
+    def segment_rows(spark):
+        records = read_records(spark, "segments", segments)
+        return records, sorted(map(list, records.select("partition", "offset", "type").collect()))
+
+    run("spark", "compact", "--master", master, "--input", archive, "--lake", cluster_lake)
+    analyzed = run(
+        "spark", "analyze", "--master", master, "--lake", cluster_lake, "--format", "json"
+    )
     spark = get_session(SparkSettings(master=master, shuffle_partitions=4))
-    records = read_records(spark, "segments", segments)
+    records, rows = segment_rows(spark)
     placed = records.repartition(8).rdd.mapPartitions(where).collect()
-    print(json.dumps({
+    cluster = {
         "analyzed": analyzed,
-        "rows": sorted(map(list, records.select("partition", "offset", "type").collect())),
+        "rows": rows,
+        "tables": tables(spark, cluster_lake),
         "pids": sorted({p for p, _, _ in placed}),
         "modules": sorted({m for _, m, _ in placed}),
         "counted": sum(n for _, _, n in placed),
-    }))
+    }
     spark.stop()
+
+    # local mode in the same JVM: a new SparkContext, no cluster, no shipped package
+    spark = get_session(SparkSettings(master="local[2]", shuffle_partitions=2))
+    compact(spark, "archive", Path(local_lake), Path(archive), progress=lambda _: None)
+    local = {"rows": segment_rows(spark)[1], "tables": tables(spark, local_lake)}
+    spark.stop()
+    print(json.dumps({"cluster": cluster, "local": local}))
     """
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterRun:
-    archive: Path
-    lake: Path
-    #: what CLUSTER_JOBS printed
-    result: dict[str, Any]
+    """What CLUSTER_JOBS printed: the cluster's results and local mode's."""
+
+    cluster: dict[str, Any]
+    local: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory: pytest.TempPathFactory, conformance_dir: Path) -> ClusterRun:
-    """`spark compact` and `spark analyze` (the CLI's own entry point) and a segments read,
-    in one child process on one cluster: starting its JVMs is most of the cost."""
+    """`spark compact` and `spark analyze` (the CLI's own entry point) and a segments read on
+    one cluster, then the same in local mode, all in one child process: starting JVMs is
+    most of the cost."""
     root = tmp_path_factory.mktemp("cluster")
-    archive, lake = _archive(root / "archive"), root / "lake-cluster"
+    archive = _archive(root / "archive")
     segments = conformance_dir / "runs" / "main" / "segments"
+    argv = [MASTER, archive, root / "lake-cluster", root / "lake-local", segments]
     done = subprocess.run(
-        [sys.executable, "-c", CLUSTER_JOBS, MASTER, str(archive), str(lake), str(segments)],
+        [sys.executable, "-c", CLUSTER_JOBS, *map(str, argv)],
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return ClusterRun(archive, lake, json.loads(done.stdout.strip().splitlines()[-1]))
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return ClusterRun(result["cluster"], result["local"])
 
 
-def test_compact_and_analyze_on_a_cluster_equal_local_mode(
-    spark: SparkSession, tmp_path: Path, cluster_run: ClusterRun
-) -> None:
-    local_lake = tmp_path / "lake-local"
-    compact(spark, "archive", local_lake, cluster_run.archive, progress=lambda _: None)
-    cluster_tables = _tables(spark, cluster_run.lake)
-    assert cluster_tables == _tables(spark, local_lake)
+def test_compact_and_analyze_on_a_cluster_equal_local_mode(cluster_run: ClusterRun) -> None:
+    cluster_tables = cluster_run.cluster["tables"]
+    assert cluster_tables == cluster_run.local["tables"]
     assert len(cluster_tables["commits"]) == 82
     assert len(cluster_tables["log_ends"]) == 82
 
     episodes = [
         row
-        for row in map(json.loads, cluster_run.result["analyzed"].splitlines())
+        for row in map(json.loads, cluster_run.cluster["analyzed"].splitlines())
         if row["table"] == "episodes"
     ]
     # the stuck group stalls (and its lag in seconds breaks the SLO); the healthy one has none
@@ -156,21 +164,10 @@ def test_compact_and_analyze_on_a_cluster_equal_local_mode(
     assert {e["kind"] for e in episodes} == {"stall", "lag_slo"}
 
 
-def test_segments_source_decodes_in_executor_processes(
-    spark: SparkSession, conformance_dir: Path, cluster_run: ClusterRun
-) -> None:
-    from offsetwatch.spark_jobs.reader import read_records
-
-    segments = conformance_dir / "runs" / "main" / "segments"
-    result = cluster_run.result
-    local = sorted(
-        map(
-            list,
-            read_records(spark, "segments", str(segments))
-            .select("partition", "offset", "type")
-            .collect(),
-        )
-    )
+def test_segments_source_decodes_in_executor_processes(cluster_run: ClusterRun) -> None:
+    result = cluster_run.cluster
+    local = cluster_run.local["rows"]
+    assert local
     assert result["rows"] == local
     assert result["counted"] == len(local)
     assert len(result["pids"]) >= 2, "tasks ran in more than one executor process"
