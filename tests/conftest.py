@@ -44,22 +44,17 @@ def bench_dir() -> Path:
     return require_path(_conformance_root().parent / "bench", "Benchmark data")
 
 
-#: Spark tests run in three groups of about equal length, each group in one worker with that
-#: worker's one SparkSession (one JVM): one JVM's start-up costs less than the tail a longer
-#: group leaves; test_cluster starts its own JVMs in child processes, so it runs beside them
+#: Spark tests run in two groups of about equal length (3 minutes each when the machine is
+#: otherwise idle), each group in one worker with that worker's one SparkSession (one JVM);
+#: test_cluster starts its own JVMs in child processes, so it runs beside them
 _SPARK_TESTS: Final = "tests/spark_jobs/"
-_SOURCE_TESTS: Final = ("kafka", "source", "offsets_at")
-_OWN_GROUPS: Final = {
-    "tests/spark_jobs/test_cluster.py": "spark-cluster",
-    "tests/spark_jobs/test_path_matrix.py": "spark-paths",
-    "tests/spark_jobs/test_streaming.py": "spark-paths",
-}
+_SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
+_OWN_GROUPS: Final = {"tests/spark_jobs/test_cluster.py": "spark-cluster"}
 #: the longest units first (the Spark groups, then the modules that took longest under
 #: `make test`), so that none of them starts last and leaves one core idle at the end
 _FIRST: Final = (
     "spark",
     "spark-sources",
-    "spark-paths",
     "spark-cluster",
     "tests/decoder/test_kafka_json_text.py",
     "tests/offsetwatch/consumer_helpers/test_replay.py",
