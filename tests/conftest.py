@@ -44,9 +44,10 @@ def bench_dir() -> Path:
     return require_path(_conformance_root().parent / "bench", "Benchmark data")
 
 
-#: Spark tests run in two groups of about equal length (3 minutes each when the machine is
-#: otherwise idle), each group in one worker with that worker's one SparkSession (one JVM);
-#: test_cluster starts its own JVMs in child processes, so it runs beside them
+#: Spark tests run in two groups of about equal length, each group in one worker with that
+#: worker's one SparkSession (one JVM; a third group was measured slower: one more JVM costs
+#: more CPU than its shorter tail saves); test_cluster starts its own JVMs in child processes,
+#: so it runs beside them
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
 _OWN_GROUPS: Final = {"tests/spark_jobs/test_cluster.py": "spark-cluster"}

@@ -58,7 +58,6 @@ from offsetwatch.spark_jobs.sources.columns import decode_records
 from offsetwatch.spark_jobs.sources.segment_columns import Run, decode_run, runs
 
 SOURCE: Final = "segments"
-CONSUMER_OFFSETS: Final = OFFSETS_TOPIC
 DEFAULT_SPLIT_BYTES: Final = 16 * 1024 * 1024
 #: batch header: base offset (8), length (4), leader epoch (4), magic (1), crc (4), attributes (2)
 _HEADER: Final = struct.Struct(">qiibIh")
@@ -81,7 +80,7 @@ def _log_files(directory: Path) -> list[Path]:
 
 
 def _is_offsets_dir(path: Path) -> bool:
-    prefix = CONSUMER_OFFSETS + "-"
+    prefix = OFFSETS_TOPIC + "-"
     return path.is_dir() and path.name.startswith(prefix) and path.name[len(prefix) :].isdigit()
 
 
@@ -112,7 +111,7 @@ def segment_partitions(paths: list[str]) -> list[_Partition]:
     if not selected:
         raise InputError(
             f"no segment files under {', '.join(paths)}: give .log files, "
-            f"{CONSUMER_OFFSETS}-<p> directories or a Kafka log directory holding them"
+            f"{OFFSETS_TOPIC}-<p> directories or a Kafka log directory holding them"
         )
     for item in selected:
         item.files = sorted(set(item.files), key=_base_offset)
