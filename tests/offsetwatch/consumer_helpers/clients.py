@@ -83,11 +83,17 @@ class KafkaTimeAnswers:
 
 @dataclass
 class Reader:
-    """A consumer driven by the test's own loop, recording what it read."""
+    """A consumer driven by the test's own loop, recording what it read.
+
+    `pause_each_after`: pause a partition once this many of its messages are read, so that a
+    test can catch the reader with every partition begun and none finished. Without it the
+    order is the client's: a KIP-848 member may get half its partitions a heartbeat later
+    and finish the first half before the rest begin."""
 
     consumer: Consumer
     on_message: Callable[[Message], object] | None = None
     read: list[tuple[int, int]] = field(default_factory=list)
+    pause_each_after: int | None = None
 
     def poll(self, timeout_s: float = 0.05) -> None:
         message = self.consumer.poll(timeout_s)
@@ -98,13 +104,18 @@ class Reader:
         self.read.append((partition, offset))
         if self.on_message is not None:
             self.on_message(message)
+        cap = self.pause_each_after
+        if cap is not None and sum(1 for p, _ in self.read if p == partition) >= cap:
+            self.consumer.pause([TopicPartition(message.topic(), partition)])
 
     def assigned(self) -> set[int]:
         return {p.partition for p in self.consumer.assignment()}
 
 
 def hold(reader: Reader) -> list[TopicPartition]:
-    """Pause everything `reader` has now; give the result to `release`."""
+    """Pause everything `reader` has now, and end its `pause_each_after`; give the result
+    to `release`, which resumes every partition held, the ones paused one by one as well."""
+    reader.pause_each_after = None
     held = reader.consumer.assignment()
     reader.consumer.pause(held)
     return held

@@ -134,6 +134,7 @@ def test_partitions_moving_to_a_new_member_carry_their_state(
     # No save per message: what the first member did reaches the store through on_revoke.
     first_offsets, second_offsets = _offsets(store), _offsets(store)
     first = _reader(bootstrap, group, protocol, first_offsets, save=False)
+    first.pause_each_after = PER_PARTITION // 4  # until `hold`: every partition begins
     readers = [first]
     try:
         # Every partition begun, none finished: whichever moves has state to carry.
