@@ -24,7 +24,7 @@ lint: $(STAMP)
 # 4 workers on 2 cores: most tests wait (JVM start-up, mock clusters, child processes);
 # tests/conftest.py keeps the Spark tests in one worker (one JVM) and a module's tests together
 test: lint
-	$(BIN)/pytest -q -n 4 --dist loadgroup
+	$(BIN)/pytest -q -n 4 --dist loadgroup --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/decode.py
