@@ -121,6 +121,8 @@ function rebalancesSection(detail) {
     el("h2", { id: "rebalances-title" }, "Recent rebalances"), content);
 }
 
+const NO_HISTORY = { times_ms: [], log_end: [], consumed: [], lag_seconds: [] };
+
 function charts(history) {
   const times = history.times_ms;
   return el("div", { class: "charts" },
@@ -145,7 +147,10 @@ export function mountGroup(main, group) {
     try {
       [detail, history] = await Promise.all([
         getJson(groupApi(group), signal),
-        getJson(`${groupApi(group)}/history`, signal).catch(() => ({ times_ms: [] })),
+        getJson(`${groupApi(group)}/history`, signal).catch((error) => {
+          if (error.name === "AbortError") throw error;
+          return NO_HISTORY;  // the page still shows the group, with empty charts
+        }),
       ]);
     } catch (error) {
       if (error.status === 404) { missing(main, group); main.dataset.ready = "missing"; return; }

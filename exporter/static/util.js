@@ -27,7 +27,14 @@ export class HttpError extends Error {
 /** GET a JSON document of the exporter's API; throws HttpError on a non-2xx answer. */
 export async function getJson(path, signal) {
   const response = await fetch(path, { signal, headers: { Accept: "application/json" } });
-  const body = await response.json().catch(() => null);
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (error) {
+    // Aborted while the body was read (a newer request replaced this one): an abort, never
+    // an answer of null. An error page that is not JSON is still an HttpError below.
+    if (error.name === "AbortError" || response.ok) throw error;
+  }
   if (!response.ok) throw new HttpError(response.status, body);
   return body;
 }

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +33,7 @@ import pytest
 
 from offsetwatch.dashboards.console_browser import CHROMIUM, chromium, chromium_path
 from offsetwatch.dashboards.live import DemoStack
+from offsetwatch.exporter.console_static import static_file
 from offsetwatch.exporter.http_server import ExporterHttpServer
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.web_config import load_web_config
@@ -381,3 +384,76 @@ def test_group_names_are_text_never_markup(page: Any, many_groups: ExporterHttpS
     assert response is not None and response.status == 404
     expect(page.locator("main code")).to_have_text(HOSTILE + "-gone")
     assert page.evaluate("window.owned === undefined")
+
+
+# ------------------------------------------------------------------- requests cut short
+
+
+class _HalfAnswer(BaseHTTPRequestHandler):
+    """Serves the console's util.js, an empty page, and at /slow a JSON answer whose body
+    stops half-way until the test sets the server's `release`."""
+
+    server: _HalfAnswerServer
+
+    def do_GET(self) -> None:
+        if self.path == "/util.js":
+            util = static_file("util.js")
+            assert util is not None
+            self._answer("text/javascript", util.body)
+        elif self.path == "/slow":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b'{"times_ms": [')
+            self.wfile.flush()
+            self.server.release.wait(30)
+        else:
+            self._answer("text/html", b"<!doctype html><title>half</title>")
+
+    def _answer(self, content_type: str, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _HalfAnswerServer(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _HalfAnswer)
+        self.release = threading.Event()
+
+
+def test_a_request_aborted_while_its_body_arrives_is_an_abort_never_null(page: Any) -> None:
+    """A script error CI once caught on the Groups page: a newer sparkline request aborted
+    one whose headers had come and whose body had not, and `getJson` answered null."""
+    server = _HalfAnswerServer()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        page.evaluate(
+            """async () => {
+                const { getJson } = await import("/util.js");
+                const real = window.fetch;
+                window.fetch = async (...args) => {
+                    const response = await real(...args);
+                    window.headersIn = true;
+                    return response;
+                };
+                const controller = new AbortController();
+                window.abortIt = () => controller.abort();
+                window.outcome = getJson("/slow", controller.signal).then(
+                    (body) => ({ resolved: body }), (error) => ({ rejected: error.name }));
+            }"""
+        )
+        page.wait_for_function("window.headersIn === true")
+        page.evaluate("window.abortIt()")
+        assert page.evaluate("window.outcome") == {"rejected": "AbortError"}
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
