@@ -21,10 +21,12 @@ Figures (printed as a table at the end; nothing here is asserted anywhere, tests
   configuration that only consumes (same topic, same run, best of N each, alternating);
 * memory: a child process ingests commits for 1,000,000 distinct partitions (10,000 groups x
   4 topics x 25 partitions) and reports its RSS before and after (messages are generated in
-  batches and dropped, so the delta is the exporter's state, key cache included);
+  batches and dropped, so the delta is the exporter's state, key cache included), then the
+  time to save that state as a checkpoint and to load it back;
 * /metrics: ~100,000 series (16,500 partitions with sampled log ends, so lag, lag seconds
   and status exist) served by `ExporterHttpServer`, fetched over real HTTP: the first scrape
-  after a new snapshot (renders it) and repeated scrapes (cached), plus the snapshot build;
+  after a new snapshot (renders it) and repeated scrapes (cached), plus the snapshot build,
+  beside prometheus_client's `generate_latest` of the same collector (the naive path);
 * catch-up: the whole daemon (`ExporterService` with the default configuration: source,
   ingest, state, snapshots every 5 s, log-end sampler every 10 s, HTTP server) from
   construction until it reports ready, on the 2M records, beside the bare consume time of
@@ -48,12 +50,14 @@ import resource
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from prometheus_client import CollectorRegistry, generate_latest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -63,6 +67,11 @@ if str(REPO) not in sys.path:  # tests.kafka_fixtures (run as a script, benchmar
 from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.decoder.codec import Codec  # noqa: E402
 from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
+from offsetwatch.exporter.checkpoint import (  # noqa: E402
+    CheckpointMeta,
+    load_checkpoint,
+    save_checkpoint,
+)
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
 from offsetwatch.exporter.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.ingest import Ingestor  # noqa: E402
@@ -373,17 +382,40 @@ def memory_child(groups: int) -> None:
     del batch
     gc.collect()
     after = _rss_bytes()
-    print(json.dumps({"before": before, "after": after, "tracked": state.tracked_count()}))
+    # the checkpoint of that state (save: every 30 s and at shutdown; load: at start)
+    meta = CheckpointMeta.for_cluster(OFFSETS_TOPIC, "bench", "kafka-1:9092")
+    with tempfile.TemporaryDirectory(prefix="offsetwatch-bench-") as scratch:
+        path = Path(scratch) / "state.ckpt"
+        started = time.perf_counter()
+        save_checkpoint(path, state, {0: 1}, meta=meta)
+        save_s = time.perf_counter() - started
+        size = path.stat().st_size
+        started = time.perf_counter()
+        loaded = load_checkpoint(path, expect=meta)
+        load_s = time.perf_counter() - started
+    assert loaded.state.tracked_count() == state.tracked_count()
+    print(
+        json.dumps(
+            {
+                "before": before,
+                "after": after,
+                "tracked": state.tracked_count(),
+                "checkpoint_save_s": save_s,
+                "checkpoint_load_s": load_s,
+                "checkpoint_bytes": size,
+            }
+        )
+    )
 
 
-def memory(groups: int) -> dict[str, int]:
+def memory(groups: int) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--memory-child", str(groups)],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    result: dict[str, int] = json.loads(out.strip().splitlines()[-1])
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return result
 
 
@@ -439,6 +471,12 @@ def scrape(groups: int, repeats: int) -> dict[str, float]:
         gzip_repeated_s = min(_scrape(server.port, gzip=True)[0] for _ in range(repeats))
     finally:
         server.stop()
+    # the naive baseline: prometheus_client's own exposition of the same collector
+    registry = CollectorRegistry()
+    registry.register(collector)
+    started = time.perf_counter()
+    generate_latest(registry)
+    generate_latest_s = time.perf_counter() - started
     return {
         "partitions": state.tracked_count(),
         "series": series,
@@ -450,6 +488,7 @@ def scrape(groups: int, repeats: int) -> dict[str, float]:
         "repeated_s": max(repeated_s, repeated2_s),
         "gzip_first_s": gzip_first_s,
         "gzip_repeated_s": gzip_repeated_s,
+        "generate_latest_s": generate_latest_s,
     }
 
 
@@ -637,8 +676,17 @@ def main() -> None:
         "< 1 s",
         shot["repeated_s"] < 1,
     )
+    table.add(
+        f"  prometheus_client generate_latest, same collector ({series})",
+        f"{shot['generate_latest_s'] * 1000:.0f} ms",
+    )
     table.add(f"  snapshot build ({shot['partitions']:,} partitions)", f"{shot['build_s']:.3f} s")
     table.add(f"  snapshot build ({tracked:,} partitions, no log ends)", f"{build_s:.3f} s")
+    table.add(
+        f"checkpoint of {mem['tracked']:,} tracked: save / load",
+        f"{mem['checkpoint_save_s']:.2f} s / {mem['checkpoint_load_s']:.2f} s "
+        f"({mem['checkpoint_bytes'] / 1e6:.0f} MB)",
+    )
     table.add(
         f"catch-up of {total:,} records, start to ready",
         f"{catch['ready_s']:.2f} s",

@@ -440,38 +440,20 @@ def big_state(groups: int, topics: int, partitions: int) -> OffsetState:
 
 @pytest.mark.parametrize(
     ("groups", "topics", "partitions"),
-    [(2_000, 10, 50), (20_000, 5, 10)],
-    ids=["20k-tables", "100k-tables"],
+    [(200, 10, 50), (2_000, 5, 10)],
+    ids=["few-big-tables", "many-small-tables"],
 )
-def test_one_million_partitions_timing(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    groups: int,
-    topics: int,
-    partitions: int,
+def test_a_large_state_round_trips(
+    tmp_path: Path, groups: int, topics: int, partitions: int
 ) -> None:
+    """100,000 partitions, in large and in small (group, topic) tables. (Save and load times
+    at 1,000,000: benchmarks/exporter.py.)"""
     state = big_state(groups, topics, partitions)
-    assert state.tracked_count() == 1_000_000
+    assert state.tracked_count() == 100_000
     path = tmp_path / "big.ckpt"
     positions = {p: 10**9 + p for p in range(50)}
-
-    started = time.perf_counter()
     save_checkpoint(path, state, positions, meta=META)
-    saved_s = time.perf_counter() - started
-    started = time.perf_counter()
     loaded = load_checkpoint(path, expect=META)
-    loaded_s = time.perf_counter() - started
-
-    assert loaded.state.tracked_count() == 1_000_000
+    assert loaded.state.tracked_count() == 100_000
     assert loaded.positions == positions
-    some = next(iter(state.groups))
-    assert_same_state(
-        OffsetState(groups={some: loaded.state.groups[some]}),
-        OffsetState(groups={some: state.groups[some]}),
-    )
-    with capsys.disabled():
-        print(
-            f"\n[checkpoint] 1,000,000 partitions in {groups * topics:,} (group, topic) tables: "
-            f"save {saved_s:.2f} s, load {loaded_s:.2f} s, "
-            f"{path.stat().st_size / 1e6:.1f} MB"
-        )
+    assert_same_state(loaded.state, state)

@@ -6,7 +6,6 @@ import gzip
 import json
 import math
 import re
-import time
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
@@ -685,7 +684,7 @@ def conformance_snapshot(conformance_dir: Path) -> tuple[Snapshot, dict[str, Any
     return SnapshotBuilder().build(state, ends, now, True), final
 
 
-# ----------------------------------------------------------------------- scrape of 100k
+# -------------------------------------------------------------------------- at scale
 
 
 def synthetic_snapshot(partitions: int, per_topic: int = 10, topics: int = 10) -> Snapshot:
@@ -721,38 +720,19 @@ def synthetic_snapshot(partitions: int, per_topic: int = 10, topics: int = 10) -
     return Snapshot(NOW, True, tuple(groups), partitions)
 
 
-def test_scrape_of_100k_series(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints how long a scrape of ~100k series takes on each path (no timed assertion)."""
-    snapshot = synthetic_snapshot(16_500)  # 7 series per partition + topic/group series
+def test_text_path_at_scale_equals_prometheus_client() -> None:
+    """10,000 series: the text path, cached and gzipped, says what generate_latest says.
+    (Scrape times at ~100,000 series: benchmarks/exporter.py.)"""
+    snapshot = synthetic_snapshot(1_600)  # 7 series per partition + topic/group series
     c = collector(snapshot)
     registry = CollectorRegistry()
     registry.register(c)
-
-    start = time.perf_counter()
     reference = generate_latest(registry)
-    t_collector = time.perf_counter() - start
-    start = time.perf_counter()
     first = c.render()
-    t_first = time.perf_counter() - start
-    start = time.perf_counter()
     again = c.render()
-    t_cached = time.perf_counter() - start
-    start = time.perf_counter()
     zipped = c.render(gzip=True)
-    t_gzip_first = time.perf_counter() - start
-    start = time.perf_counter()
-    c.render(gzip=True)
-    t_gzip_cached = time.perf_counter() - start
-
     lines = [line for line in first.body.split(b"\n") if line and not line.startswith(b"#")]
-    assert len(lines) >= 100_000
+    assert len(lines) >= 10_000
     assert again.chunks[0] is first.chunks[0]
     assert gzip.decompress(zipped.body) == again.body
-    assert len(parse(first.body.decode())) == len(parse(reference.decode()))
-    with capsys.disabled():
-        print(
-            f"\nscrape of {len(lines)} series ({len(first) / 1e6:.1f} MB, gzip "
-            f"{len(zipped) / 1e6:.2f} MB): prometheus_client generate_latest "
-            f"{t_collector:.3f} s | text first {t_first:.3f} s, cached {t_cached * 1e3:.2f} ms"
-            f" | gzip first {t_gzip_first:.3f} s, cached {t_gzip_cached * 1e3:.2f} ms"
-        )
+    assert parse(first.body.decode()) == parse(reference.decode())
