@@ -68,6 +68,7 @@ from offsetwatch.core.connection import (
     kafka_property_name,
 )
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.diagnosis_history import RING_SIZE
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
@@ -134,6 +135,10 @@ class ExporterConfig:
     snapshot_interval_s: float = 5.0
     #: the window the consumer status rules judge (docs/status-rules.md)
     status_window_s: float = 600.0
+    #: rebalances inside the status window that the diagnosis calls a storm
+    storm_rebalances: int = 5
+    #: seconds after a rebalance during which the diagnosis judges no ownership
+    rebalance_grace_s: float = 60.0
     #: the finest level metrics are exported at
     granularity: Granularity = "partition"
     #: Python regexes searched in the group id / topic name (re.search, as the snapshot
@@ -324,6 +329,21 @@ _SETTINGS: Final = (
         "SECONDS",
     ),
     _Setting(
+        "storm_rebalances",
+        "int",
+        "A group with at least this many rebalances inside the status window is diagnosed as a "
+        "rebalance storm, with the instances that kept joining and leaving as suspects "
+        f"(docs/diagnosis.md). 1-{RING_SIZE}.",
+        "N",
+    ),
+    _Setting(
+        "rebalance_grace_s",
+        "float",
+        "Seconds after a rebalance during which the diagnosis blames no member: the assignment "
+        "is about to change, and partitions are briefly unowned. 0 judges at once.",
+        "SECONDS",
+    ),
+    _Setting(
         "granularity",
         "str",
         "Finest level of the lag metrics: 'partition' exports one series per group and "
@@ -502,6 +522,15 @@ def _validate(config: ExporterConfig) -> None:
             f"({config.status_window_s:g}) must span at least two samples: make it at least "
             f"2 x --sample-interval-s ({2 * config.sample_interval_s:g})",
         )
+    if not 1 <= config.storm_rebalances <= RING_SIZE:
+        raise _fail(
+            "storm_rebalances",
+            f"must be 1-{RING_SIZE}: the rebalances the exporter keeps per group "
+            f"(got {config.storm_rebalances})",
+        )
+    if not 0 <= config.rebalance_grace_s < float("inf"):
+        grace = config.rebalance_grace_s
+        raise _fail("rebalance_grace_s", f"must be 0 or a positive number of seconds (got {grace})")
     _check_choice(config, "granularity", GRANULARITIES)
     _check_choice(config, "publish_format", PUBLISH_FORMATS)
     _check_choice(config, "archive_format", ARCHIVE_FORMATS)

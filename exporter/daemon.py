@@ -38,6 +38,7 @@ from offsetwatch.exporter.checkpoint import (
 )
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.console_history import ConsoleHistory
+from offsetwatch.exporter.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
 from offsetwatch.exporter.lag import LogEndHistory
@@ -104,6 +105,10 @@ class Exporter:
         self.ingestor = Ingestor(self.state, self.stats, self.codec)
         self.builder = SnapshotBuilder(
             status_config=StatusConfig(window_ms=int(cfg.status_window_s * 1000)),
+            diagnosis_config=DiagnosisConfig(
+                storm_rebalances=cfg.storm_rebalances,
+                rebalance_grace_ms=int(cfg.rebalance_grace_s * 1000),
+            ),
             filters=Filters(
                 _compile(cfg.group_allow),
                 _compile(cfg.group_deny),

@@ -239,6 +239,10 @@ def test_flags() -> None:
             "--kafka-lag-exporter-aliases",
             "--status-window-s",
             "120",
+            "--storm-rebalances",
+            "3",
+            "--rebalance-grace-s",
+            "0",
             "--checkpoint-path",
             "/tmp/c",
             "--log-level",
@@ -253,6 +257,7 @@ def test_flags() -> None:
     assert config.granularity == "group"
     assert config.kafka_lag_exporter_aliases is True
     assert config.status_window_s == 120.0
+    assert (config.storm_rebalances, config.rebalance_grace_s) == (3, 0.0)
     assert config.checkpoint_path == Path("/tmp/c")
     assert config.log_level == "WARNING"
     assert config.kafka_properties == {"sasl.mechanism": "PLAIN", "sasl.jaas": "a=b"}
@@ -350,6 +355,9 @@ def test_invalid_regex_message() -> None:
         ({"sample_interval_s": 0}, "--sample-interval-s must be a positive number of seconds"),
         ({"checkpoint_interval_s": -1}, "--checkpoint-interval-s must be a positive number"),
         ({"status_window_s": 15}, "--status-window-s (15) must span at least two samples"),
+        ({"storm_rebalances": 0}, "--storm-rebalances must be 1-20: the rebalances the exporter"),
+        ({"storm_rebalances": 21}, "--storm-rebalances must be 1-20"),
+        ({"rebalance_grace_s": -1}, "--rebalance-grace-s must be 0 or a positive number"),
         ({"publish_format": "xml"}, "--publish-format must be one of json, avro"),
         ({"archive_format": "csv"}, "--archive-format must be one of jsonl, avro"),
         ({"log_level": "loud"}, "--log-level must be one of DEBUG, INFO"),

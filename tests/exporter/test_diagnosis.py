@@ -26,6 +26,8 @@ from offsetwatch.decoder.records import (
 from offsetwatch.exporter import snapshot as snapshot_module
 from offsetwatch.exporter.api import group_detail, groups_list
 from offsetwatch.exporter.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.diagnosis import Cause, DiagnosisConfig, members_at
 from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef
 from offsetwatch.exporter.lag import LogEndHistory
@@ -238,6 +240,30 @@ def test_a_rebalance_storm_names_the_instance_that_keeps_coming_back() -> None:
     assert len(d.rebalances) == 10  # the last ten, newest first
     assert d.rebalances[0].generation == generation
     assert d.rebalances[0].time_ms > d.rebalances[1].time_ms
+
+
+def test_the_storm_threshold_and_the_grace_come_from_the_exporters_settings() -> None:
+    """The settings behind --storm-rebalances and --rebalance-grace-s reach the diagnosis: the
+    storm above (a rebalance every 8 s, 7 or 8 in the window) is none for a threshold of 20."""
+    config = ExporterConfig(status_window_s=W / 1000, storm_rebalances=20, rebalance_grace_s=0.5)
+    exporter = Exporter(config)
+    assert exporter.builder.diagnosis_config == DiagnosisConfig(
+        storm_rebalances=20, rebalance_grace_ms=500
+    )
+    s = Scenario(builder=exporter.builder)
+    steady = members("g", 2, 6)
+
+    def step(second: int) -> None:
+        consume(s, "g", stuck={0, 1, 2, 3, 4, 5})(second)
+        if second % 8 == 0:
+            generation = second // 8 + 1
+            flapper = Member(f"g-flap-{generation}", "flappy", "/10.7.7.7", (("orders", ()),))
+            s.classic("g", generation, steady + ([flapper] if generation % 2 else []))
+
+    s.run(3 * W // SECOND, step)
+    d = s.group("g").diagnosis
+    assert d.cause is not Cause.REBALANCE_STORM
+    assert len(d.rebalances) == 10
 
 
 def test_a_rewind_while_empty_is_a_reset_and_with_members_is_the_consumer() -> None:
