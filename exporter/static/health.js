@@ -1,7 +1,7 @@
 // Exporter health: ready, source up and lag, decode errors, checkpoint and snapshot ages,
 // the live stream and the HTTP server, from /api/v1/health every two seconds.
 
-import { el, every, fmtInt, fmtSeconds, keepFocus, yesNo } from "./util.js";
+import { el, every, fmtInt, fmtSeconds, getJson, keepFocus, yesNo } from "./util.js";
 
 const REFRESH_MS = 2000;
 
@@ -30,7 +30,7 @@ export function mountHealth(main) {
   const timer = every(REFRESH_MS, async (signal) => {
     let h;
     try {
-      h = await getHealth(signal);
+      h = await getJson("/api/v1/health", signal);
     } catch (error) {
       if (error.name === "AbortError") throw error;
       main.replaceChildren(el("h1", {}, "Exporter health"),
@@ -75,10 +75,4 @@ export function mountHealth(main) {
     main.dataset.ready = "health";
   });
   return { unmount() { timer.stop(); delete main.dataset.ready; } };
-}
-
-async function getHealth(signal) {
-  const response = await fetch("/api/v1/health", { signal });
-  if (!response.ok) throw new Error(`HTTP ${response.status}`);
-  return response.json();
 }
