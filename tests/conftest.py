@@ -87,22 +87,6 @@ def xdist_scope(nodeid: str) -> str:
     return "spark-sources" if any(word in name for word in _SOURCE_TESTS) else "spark"
 
 
-#: the units whose JVM is the suite's critical path: everything else yields the CPU to them
-_CRITICAL: Final = frozenset({"spark", "spark-sources"})
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Under `make test`, a worker that runs anything but a Spark group lowers its own CPU
-    priority (and its children's) for good. The two Spark groups are CPU-bound and longest,
-    so they set the suite's wall time; the other modules mostly wait (rebalances, Prometheus,
-    the browser) and use the CPU the JVMs leave between their queries. Niceness only ever
-    goes up, which any user may do; a Spark group's JVM keeps the priority it started with."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or os.getpriority(os.PRIO_PROCESS, 0) > 0:
-        return
-    if xdist_scope(item.nodeid) not in _CRITICAL:
-        os.nice(10)
-
-
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` with the scopes of `xdist_scope`.
