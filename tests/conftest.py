@@ -51,8 +51,9 @@ def bench_dir() -> Path:
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
 _OWN_GROUPS: Final = {"tests/spark_jobs/test_cluster.py": "spark-cluster"}
-#: the longest units first (the Spark groups, then the modules that took longest under
-#: `make test`), so that none of them starts last and leaves one core idle at the end
+#: the longest units first (the Spark groups, then every module that took 8 s or more under
+#: `make test`, longest first): the run then ends on short modules, and no worker is left
+#: with a long one while the others are done
 _FIRST: Final = (
     "spark",
     "spark-sources",
@@ -61,14 +62,24 @@ _FIRST: Final = (
     "tests/offsetwatch/consumer_helpers/test_replay.py",
     "tests/decoder/test_roundtrip.py",
     "tests/offsetwatch/consumer_helpers/test_docs.py",
-    "tests/exporter/test_console_browser.py",
-    "tests/offsetwatch/consumer_helpers/test_external_offsets.py",
-    "tests/grafana/test_e2e.py",
-    "tests/offsetwatch/test_decode_cmd.py",
     "tests/offsetwatch/test_spark_quiet.py",
-    "tests/exporter/test_checkpoint.py",
-    "tests/exporter/test_metrics.py",
+    "tests/exporter/test_console_browser.py",
+    "tests/grafana/test_e2e.py",
+    "tests/offsetwatch/consumer_helpers/test_external_offsets.py",
     "tests/offsetwatch/consumer_helpers/test_seek.py",
+    "tests/offsetwatch/test_decode_cmd.py",
+    "tests/exporter/test_console_api.py",
+    "tests/exporter/test_broker_outage.py",
+    "tests/grafana/test_known_limits.py",
+    "tests/offsetwatch/test_offsets_cmd.py",
+    "tests/exporter/test_publisher.py",
+    "tests/exporter/test_metrics.py",
+    "tests/exporter/test_daemon_restart.py",
+    "tests/exporter/test_http_security.py",
+    "tests/offsetwatch/consumer_helpers/test_assignment.py",
+    "tests/exporter/test_http_server.py",
+    "tests/decoder/test_bombs.py",
+    "tests/decoder/test_speedups.py",
 )
 
 
