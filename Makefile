@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test style lint bench clean
 
 $(STAMP): pyproject.toml setup.py decoder/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml setup.py decoder/_speedups.c
 run: $(STAMP)
 	$(BIN)/offsetwatch demo
 
-lint: $(STAMP)
+style: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+lint: style
 	$(BIN)/mypy
 
 # 4 workers on 2 cores: most tests wait (JVM start-up, mock clusters, rebalances, child
@@ -26,9 +28,7 @@ lint: $(STAMP)
 # module's tests together (5 workers measured no faster: less idle, more CPU). mypy
 # (single-threaded, ~8 s on a clean clone) runs beside the tests' start-up instead of before
 # it; its verdict is printed after the tests' and either failing fails the target.
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+test: style
 	@$(BIN)/mypy > .mypy.out 2>&1 & typing=$$!; \
 	$(BIN)/pytest -q -n 4 --dist loadgroup --durations=25; tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat .mypy.out; rm -f .mypy.out; \

@@ -219,26 +219,30 @@ def test_a_simple_group_that_stops_is_group_empty_and_says_it_never_joined() -> 
     assert "never joined" in d.reason
 
 
-def test_a_rebalance_storm_names_the_instance_that_keeps_coming_back() -> None:
-    s = Scenario()
-    steady = members("g", 2, 6)
-    generation = 0
+def flapping(s: Scenario, group: str) -> Callable[[int], None]:
+    """A step for `Scenario.run` from second 0: `group`'s two steady members stay stuck, and
+    every 8 s a rebalance (generation 1, 2, ...) in which a third instance crashes and
+    restarts, with a new member id every time."""
+    steady = members(group, 2, 6)
 
     def step(second: int) -> None:
-        nonlocal generation
-        consume(s, "g", stuck={0, 1, 2, 3, 4, 5})(second)
+        consume(s, group, stuck={0, 1, 2, 3, 4, 5})(second)
         if second % 8 == 0:
-            # the third instance crashes and restarts: a new member id every time
-            generation += 1
-            flapper = Member(f"g-flap-{generation}", "flappy", "/10.7.7.7", (("orders", ()),))
-            s.classic("g", generation, steady + ([flapper] if generation % 2 else []))
+            generation = second // 8 + 1
+            flapper = Member(f"{group}-flap-{generation}", "flappy", "/10.7.7.7", (("orders", ()),))
+            s.classic(group, generation, steady + ([flapper] if generation % 2 else []))
 
-    s.run(3 * W // SECOND, step)
+    return step
+
+
+def test_a_rebalance_storm_names_the_instance_that_keeps_coming_back() -> None:
+    s = Scenario()
+    s.run(3 * W // SECOND, flapping(s, "g"))
     d = s.group("g").diagnosis
     assert d.cause is Cause.REBALANCE_STORM
     assert (d.suspects[0].client_id, d.suspects[0].host) == ("flappy", "/10.7.7.7")
     assert len(d.rebalances) == 10  # the last ten, newest first
-    assert d.rebalances[0].generation == generation
+    assert d.rebalances[0].generation == (s.second - 1) // 8 + 1
     assert d.rebalances[0].time_ms > d.rebalances[1].time_ms
 
 
@@ -251,16 +255,7 @@ def test_the_storm_threshold_and_the_grace_come_from_the_exporters_settings() ->
         storm_rebalances=20, rebalance_grace_ms=500
     )
     s = Scenario(builder=exporter.builder)
-    steady = members("g", 2, 6)
-
-    def step(second: int) -> None:
-        consume(s, "g", stuck={0, 1, 2, 3, 4, 5})(second)
-        if second % 8 == 0:
-            generation = second // 8 + 1
-            flapper = Member(f"g-flap-{generation}", "flappy", "/10.7.7.7", (("orders", ()),))
-            s.classic("g", generation, steady + ([flapper] if generation % 2 else []))
-
-    s.run(3 * W // SECOND, step)
+    s.run(3 * W // SECOND, flapping(s, "g"))
     d = s.group("g").diagnosis
     assert d.cause is not Cause.REBALANCE_STORM
     assert len(d.rebalances) == 10
