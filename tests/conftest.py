@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
+
+from tests.real_broker import RUN_DIR_VARIABLE, kafka_broker, stop_shared_broker
+
+__all__ = ["kafka_broker"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Every JVM the tests start (the shared session, `offsetwatch spark` children, cluster
 # executors) reads tests/spark-conf/spark-defaults.conf; an operator's own directory wins.
 os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark-conf"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's directory for the shared real broker, made once by the process that starts
+    the run; xdist workers inherit it through the environment and share the broker there."""
+    if RUN_DIR_VARIABLE not in os.environ:
+        run_dir = tempfile.mkdtemp(prefix="offsetwatch-broker-")
+        os.environ[RUN_DIR_VARIABLE] = run_dir
+        config.stash[_RUN_DIR_OWNED] = Path(run_dir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process that made the run's directory stops the shared broker (if one started)."""
+    run_dir = config.stash.get(_RUN_DIR_OWNED, None)
+    if run_dir is not None:
+        stop_shared_broker(run_dir)
+        os.environ.pop(RUN_DIR_VARIABLE, None)
+
+
+_RUN_DIR_OWNED: Final = pytest.StashKey[Path]()
 
 
 def _conformance_root() -> Path:

@@ -1,0 +1,334 @@
+"""A real Apache Kafka 4.0.0 broker for the tests (`../shared/kafka`), and Kafka's own tools.
+
+One broker serves the whole test run: the first test that asks for `kafka_broker` starts it
+(under a file lock, so that xdist workers share it), every later one reuses it, and
+`pytest_unconfigure` of the process that created the run's directory stops it (see
+`tests/conftest.py`). Tests keep out of each other's way with `unique()` topic and group names.
+
+Tests that need other broker settings (short offset retention, a fast log cleaner, share
+groups) start a broker of their own with `own_broker(dir, KEY=VALUE...)`; each start costs a
+JVM (about 10 s of one core), so keep them few.
+
+Without java or `../shared/kafka` the tests skip locally with the reason, and fail under
+`CI=true`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypeVar
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+#: the directory under which the run's shared broker lives (set by tests/conftest.py in the
+#: process that starts the run, inherited by the xdist workers)
+RUN_DIR_VARIABLE: Final = "OFFSETWATCH_TEST_BROKER_RUN_DIR"
+
+T = TypeVar("T")
+
+
+def kafka_home() -> Path:
+    configured = os.environ.get("OFFSETWATCH_KAFKA_DIR")
+    return Path(configured) if configured else REPO_ROOT.parent / "shared" / "kafka"
+
+
+def broker_script() -> Path:
+    return kafka_home() / "broker"
+
+
+def missing_reason() -> str | None:
+    """Why no real broker can run here, or None when one can."""
+    if not broker_script().is_file():
+        return (
+            f"the real Kafka broker is not at {broker_script()}: put ../shared beside the "
+            "checkout or set OFFSETWATCH_KAFKA_DIR to the folder holding `broker`"
+        )
+    if shutil.which("java") is None:
+        return "java is not on PATH: the real Kafka broker needs Java 17 or newer"
+    return None
+
+
+def require_broker() -> None:
+    """Skip locally, fail under CI=true, when the real broker cannot run."""
+    reason = missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test of the run uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def free_port_pair() -> int:
+    """A port P with P and P+1 free (the broker's controller listens on P+1)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port >= 65535:
+            continue
+        with socket.socket() as second:
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
+def run_tool(name: str, *args: str, timeout: float = 120.0, check: bool = True) -> str:
+    """One of Kafka's own CLI tools (`kafka-consumer-groups.sh`, ...): its standard output."""
+    done = subprocess.run(
+        [str(broker_script()), "tool", name, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(args)} exited {done.returncode}: {done.stderr}")
+    return done.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """A running broker: its data directory and address."""
+
+    directory: Path
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> str:
+        """Kafka's own tool against this broker (`--bootstrap-server` is added)."""
+        return run_tool(name, "--bootstrap-server", self.bootstrap, *args, timeout=timeout, check=check)
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def producer(self, **extra: object) -> Producer:
+        config: dict[str, object] = {"bootstrap.servers": self.bootstrap, "linger.ms": 5}
+        config.update(extra)
+        return Producer(config)
+
+    def consumer(self, group: str, **extra: object) -> Consumer:
+        config: dict[str, object] = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+        config.update(extra)
+        return Consumer(config)
+
+    def control(self, action: str) -> None:
+        """`kill` (SIGKILL: a crash), `stop` or `restart` this broker."""
+        subprocess.run(
+            [str(broker_script()), action, str(self.directory)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def create_topic(self, topic: str, partitions: int = 1, **config: str) -> None:
+        admin = self.admin()  # kept alive until its futures answer
+        futures = admin.create_topics(
+            [NewTopic(topic, partitions, 1, config=dict(config))], operation_timeout=30
+        )
+        for future in futures.values():
+            future.result(timeout=60)
+
+    def produce(
+        self,
+        topic: str,
+        counts: Sequence[int],
+        *,
+        timestamp_ms: Callable[[int, int], int] | None = None,
+    ) -> None:
+        """`counts[p]` records into partition p, value = "p:i"; timestamps if given."""
+        producer = self.producer(**{"enable.idempotence": True})
+        for partition, count in enumerate(counts):
+            for i in range(count):
+                kwargs: dict[str, object] = {}
+                if timestamp_ms is not None:
+                    kwargs["timestamp"] = timestamp_ms(partition, i)
+                producer.produce(topic, value=f"{partition}:{i}".encode(), partition=partition, **kwargs)
+                if i % 10_000 == 9_999:
+                    producer.poll(0)
+        remaining = producer.flush(60)
+        assert remaining == 0, f"{remaining} records not delivered to {topic}"
+
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int], metadata: str | None = None) -> None:
+        """Commit `offsets` for `group` as a real consumer does (no member: a simple commit)."""
+        consumer = self.consumer(group)
+        try:
+            partitions = [
+                TopicPartition(topic, partition, offset, metadata=metadata)
+                if metadata is not None
+                else TopicPartition(topic, partition, offset)
+                for (topic, partition), offset in offsets.items()
+            ]
+            retry(lambda: consumer.commit(offsets=partitions, asynchronous=False))
+        finally:
+            consumer.close()
+
+    def log_ends(self, topic: str, partitions: int) -> dict[int, int]:
+        consumer = self.consumer(unique("log-ends"))
+        try:
+            return {
+                p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
+                for p in range(partitions)
+            }
+        finally:
+            consumer.close()
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """Kafka's OffsetFetch for `group`: every committed (topic, partition) and its offset."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        admin = self.admin()  # kept alive until its future answers
+        future = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=30
+        )[group]
+        answer = future.result(timeout=60)
+        return {
+            (tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0
+        }
+
+
+def retry(action: Callable[[], T], *, attempts: int = 60, pause_s: float = 0.5) -> T:
+    """`action()`, retried while the freshly started coordinators load (NOT_COORDINATOR...)."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except KafkaException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(pause_s)
+    raise AssertionError("unreachable")
+
+
+def start_broker(directory: Path, *properties: str, port: int | None = None) -> Broker:
+    """Format `directory` and start a broker on it; wait until it serves."""
+    chosen = port if port is not None else free_port_pair()
+    done = subprocess.run(
+        [str(broker_script()), "start", str(directory), str(chosen), *properties],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the real broker did not start in {directory}: {done.stderr.strip()}")
+    broker = Broker(directory, chosen)
+    wait_serving(broker)
+    return broker
+
+
+def wait_serving(broker: Broker, timeout_s: float = 60.0) -> None:
+    """Until metadata answers and the group coordinator takes a commit."""
+    deadline = time.monotonic() + timeout_s
+    admin = broker.admin()
+    while True:
+        try:
+            admin.list_topics(timeout=5)
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def stop_broker(directory: Path) -> None:
+    if (directory / "broker.pid").exists():
+        subprocess.run(
+            [str(broker_script()), "stop", str(directory)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+
+@contextlib.contextmanager
+def own_broker(directory: Path, *properties: str) -> Iterator[Broker]:
+    """A broker of the test's own, with other settings than the shared one; stopped after."""
+    require_broker()
+    broker = start_broker(directory, *properties)
+    try:
+        yield broker
+    finally:
+        stop_broker(directory)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _shared_dir() -> Path:
+    configured = os.environ.get(RUN_DIR_VARIABLE)
+    if not configured:
+        raise RuntimeError(f"{RUN_DIR_VARIABLE} is not set: tests/conftest.py sets it")
+    return Path(configured)
+
+
+def shared_broker() -> Broker:
+    """The run's one broker, started by whichever worker asks first."""
+    root = _shared_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    state = root / "broker.json"
+    with _locked(root / "broker.lock"):
+        if state.exists():
+            known = json.loads(state.read_text())
+            if "error" in known:
+                raise RuntimeError(known["error"])
+            return Broker(Path(known["directory"]), int(known["port"]))
+        try:
+            broker = start_broker(root / "broker")
+        except Exception as error:
+            state.write_text(json.dumps({"error": str(error)}))
+            raise
+        state.write_text(json.dumps({"directory": str(broker.directory), "port": broker.port}))
+        return broker
+
+
+def stop_shared_broker(root: Path) -> None:
+    """Called once at the end of the run by the process that created `root`."""
+    stop_broker(root / "broker")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Broker:
+    """The run's shared real broker (Apache Kafka 4.0.0, KRaft, on loopback)."""
+    require_broker()
+    return shared_broker()
