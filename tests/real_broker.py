@@ -125,7 +125,9 @@ class Broker:
 
     def tool(self, name: str, *args: str, timeout: float = 120.0, check: bool = True) -> str:
         """Kafka's own tool against this broker (`--bootstrap-server` is added)."""
-        return run_tool(name, "--bootstrap-server", self.bootstrap, *args, timeout=timeout, check=check)
+        return run_tool(
+            name, "--bootstrap-server", self.bootstrap, *args, timeout=timeout, check=check
+        )
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
@@ -176,13 +178,17 @@ class Broker:
                 kwargs: dict[str, object] = {}
                 if timestamp_ms is not None:
                     kwargs["timestamp"] = timestamp_ms(partition, i)
-                producer.produce(topic, value=f"{partition}:{i}".encode(), partition=partition, **kwargs)
+                producer.produce(
+                    topic, value=f"{partition}:{i}".encode(), partition=partition, **kwargs
+                )
                 if i % 10_000 == 9_999:
                     producer.poll(0)
         remaining = producer.flush(60)
         assert remaining == 0, f"{remaining} records not delivered to {topic}"
 
-    def commit(self, group: str, offsets: Mapping[tuple[str, int], int], metadata: str | None = None) -> None:
+    def commit(
+        self, group: str, offsets: Mapping[tuple[str, int], int], metadata: str | None = None
+    ) -> None:
         """Commit `offsets` for `group` as a real consumer does (no member: a simple commit)."""
         consumer = self.consumer(group)
         try:
