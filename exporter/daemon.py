@@ -40,7 +40,12 @@ from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.console_history import ConsoleHistory
 from offsetwatch.exporter.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
-from offsetwatch.exporter.kafka_source import OffsetOutOfRange, OffsetsTopicSource, SourceError
+from offsetwatch.exporter.kafka_source import (
+    ClusterChanged,
+    OffsetOutOfRange,
+    OffsetsTopicSource,
+    SourceError,
+)
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
@@ -128,9 +133,12 @@ class Exporter:
 
     def open(self) -> None:
         """Restore the checkpoint (if any) and create the Kafka clients."""
-        positions = self._restore()
+        positions, cluster_id = self._restore()
         self.source = OffsetsTopicSource(
-            self.kafka_config(), topic=self.config.offsets_topic, start_positions=positions
+            self.kafka_config(),
+            topic=self.config.offsets_topic,
+            start_positions=positions,
+            expected_cluster_id=cluster_id,
         )
         if self.config.publish_topic is not None:
             if self.config.publish_format == "avro":
@@ -157,24 +165,27 @@ class Exporter:
             self.ingestor.sinks.append(self._archive)
 
     def _checkpoint_meta(self) -> CheckpointMeta:
+        cluster_id = None if self.source is None else self.source.cluster_id
         return CheckpointMeta.for_cluster(
-            self.config.offsets_topic, None, self.config.bootstrap_servers
+            self.config.offsets_topic, cluster_id, self.config.bootstrap_servers
         )
 
-    def _restore(self) -> dict[int, int] | None:
+    def _restore(self) -> tuple[dict[int, int] | None, str | None]:
+        """Positions and cluster id of the checkpoint; the source compares that id with the
+        cluster's own before it reads from those positions."""
         path = self.config.checkpoint_path
         if path is None:
-            return None
+            return None, None
         try:
             loaded = load_checkpoint(path, expect=self._checkpoint_meta(), codec=self.codec)
         except CheckpointNotFound:
             log.info(
                 "no checkpoint at %s: reading %s from the start", path, self.config.offsets_topic
             )
-            return None
+            return None, None
         except CheckpointError as error:
             log.warning("%s; rebuilding the state from the start of the topic", error)
-            return None
+            return None, None
         self.state.groups.update(loaded.state.groups)
         self.ingestor.positions.update(loaded.positions)
         log.info(
@@ -184,7 +195,7 @@ class Exporter:
             len(loaded.positions),
             self.config.offsets_topic,
         )
-        return dict(loaded.positions)
+        return dict(loaded.positions), loaded.meta.cluster_id
 
     # -- sinks -----------------------------------------------------------------------------
 
@@ -366,6 +377,20 @@ class Exporter:
             )
             self.rebuild()
             return True
+        if isinstance(event, ClusterChanged):
+            log.warning(
+                "the Kafka cluster behind %s is now %s, not %s (wiped and replaced, or a "
+                "checkpoint of another cluster): dropping the old cluster's state and "
+                "rebuilding from the start of the new cluster's %s; not ready until caught up",
+                self.config.bootstrap_servers,
+                event.current,
+                event.previous,
+                self.config.offsets_topic,
+            )
+            self.histories.clear()
+            self._missing.clear()
+            self.rebuild()
+            return True
         if isinstance(event, SourceError):
             log.warning("source: %s: %s", event.code, event.message)
         return False
@@ -378,6 +403,8 @@ class Exporter:
         source.restart_from_beginning(source.assigned_partitions())
         self.stats.mark_not_ready()
         self._sample_requested = False
+        # the API must not serve the dropped state until the next snapshot interval
+        self._next_snapshot_ms = 0
 
     def _update_source_stats(self, source: OffsetsTopicSource) -> None:
         stats = self.stats

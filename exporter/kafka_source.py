@@ -151,7 +151,20 @@ class SourceError:
     retriable: bool = False
 
 
-SourceEvent: TypeAlias = PartitionEof | OffsetOutOfRange | PartitionsAssigned | SourceError
+@dataclass(slots=True, frozen=True)
+class ClusterChanged:
+    """The cluster behind the bootstrap address is not the one read so far: a cluster wiped
+    and replaced on the same address, or a checkpoint written for another cluster. Everything
+    read before describes another cluster; the source now reads every partition from its
+    start, and the caller must drop what it built."""
+
+    previous: str
+    current: str
+
+
+SourceEvent: TypeAlias = (
+    PartitionEof | OffsetOutOfRange | PartitionsAssigned | SourceError | ClusterChanged
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -250,6 +263,7 @@ class OffsetsTopicSource:
         *,
         topic: str = OFFSETS_TOPIC,
         start_positions: Mapping[int, int] | None = None,
+        expected_cluster_id: str | None = None,
         metadata_refresh_s: float = 30.0,
         metadata_timeout_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -286,6 +300,9 @@ class OffsetsTopicSource:
         self._closed = False
         self.messages_total = 0
         self.errors_total = 0
+        #: Kafka's cluster id as the metadata last reported it (or as the checkpoint the start
+        #: positions come from recorded it, until the first metadata answer)
+        self.cluster_id: str | None = expected_cluster_id
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -398,6 +415,7 @@ class OffsetsTopicSource:
             self._queue_error(exc.args[0] if exc.args else None, "metadata lookup failed")
             self._next_refresh = self._clock() + retry
             return
+        self._note_cluster(metadata.cluster_id)
         topic_md = metadata.topics.get(self.topic)
         if topic_md is None or topic_md.error is not None:
             err = topic_md.error if topic_md is not None else None
@@ -442,6 +460,28 @@ class OffsetsTopicSource:
                 self._assigned.update(tp.partition for tp in to_assign)
             self._queue(PartitionsAssigned(tuple(tp.partition for tp in to_assign)))
             log.info("offsets source assigned %d partition(s) of %s", len(to_assign), self.topic)
+
+    def _note_cluster(self, cluster_id: str | None) -> None:
+        """Compare the cluster id of a metadata answer with the one read so far."""
+        if not cluster_id:
+            return
+        previous, self.cluster_id = self.cluster_id, cluster_id
+        if previous is None or previous == cluster_id:
+            return
+        # Positions (checkpointed or read) in another cluster's log mean nothing here: forget
+        # the assignment, and the caller of _refresh_assignment assigns every partition the
+        # new cluster has from its beginning.
+        assigned = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        if assigned:
+            self._consumer.incremental_unassign(assigned)
+        with self._lock:
+            self._pending_start.clear()
+            self._assigned.clear()
+            self._stopped.clear()
+            self._eof_seen.clear()
+            self._eof_offsets.clear()
+            self._positions.clear()
+        self._queue(ClusterChanged(previous, cluster_id))
 
     def _check_position(self, partition: int, requested: int) -> OffsetOutOfRange | None:
         try:
@@ -563,6 +603,9 @@ class OffsetsTopicSource:
     def _mark_up(self) -> None:
         if not self._up:
             log.info("offsets source: cluster reachable")
+            # back after an outage: look at the metadata at once, the cluster behind the
+            # address may be another one (wiped and replaced)
+            self._next_refresh = 0.0
         self._up = True
         self._down_since = None
 
