@@ -10,11 +10,15 @@ from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
-    kafka_config,
+    kafka_config_origins,
+    probe_cluster,
 )
 
 if TYPE_CHECKING:
     from offsetwatch.offset_ops.broker import OffsetBroker
+
+#: how long the first contact with the cluster may take (the Admin calls' own timeout)
+PROBE_TIMEOUT_S = 30.0
 
 CONNECTION_HELP = """\
 connection:
@@ -51,9 +55,13 @@ def open_broker(args: argparse.Namespace) -> OffsetBroker:
     from offsetwatch.offset_ops.admin import AdminBroker
 
     try:
-        properties = kafka_config(args, os.environ, reserved_env(args))
+        properties, origins = kafka_config_origins(args, os.environ, reserved_env(args))
+        if "bootstrap.servers" not in properties:
+            raise UsageError("no cluster: give --bootstrap-server HOST:PORT")
+        # bad settings and an unreachable cluster are told apart here, in one line naming the
+        # flag or the address: the Admin calls after this would report them as a failure of
+        # whatever they were doing (describing a group, listing offsets)
+        probe_cluster(properties, origins, PROBE_TIMEOUT_S)
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
-    if "bootstrap.servers" not in properties:
-        raise UsageError("no cluster: give --bootstrap-server HOST:PORT")
     return AdminBroker(properties)

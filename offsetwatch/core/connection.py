@@ -16,8 +16,10 @@ the dedicated flag over `-X bootstrap.servers`.
 from __future__ import annotations
 
 import argparse
+import re
+import time
 from collections.abc import Collection, Mapping, Sequence
-from typing import Final
+from typing import Any, Final, Literal
 
 __all__ = [
     "BOOTSTRAP_DEST",
@@ -29,10 +31,14 @@ __all__ = [
     "ConnectionOptionError",
     "add_connection_options",
     "bootstrap_from_env",
+    "check_client_config",
     "kafka_config",
+    "kafka_config_origins",
+    "kafka_error_text",
     "kafka_properties_from_env",
     "kafka_property_name",
     "parse_property",
+    "probe_cluster",
 ]
 
 #: Kafka's spelling first: help and usage lines show the first one
@@ -134,12 +140,166 @@ def kafka_config(
     """The librdkafka configuration of a command line made by `add_connection_options`:
     environment properties < bootstrap variable < -X < --bootstrap-server. Raises
     ConnectionOptionError when the two bootstrap variables disagree."""
-    config = dict(kafka_properties_from_env(environ, reserved))
+    return kafka_config_origins(args, environ, reserved)[0]
+
+
+def kafka_config_origins(
+    args: argparse.Namespace, environ: Mapping[str, str], reserved: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, str]]:
+    """`kafka_config`, and for each property where it came from (`-X sasl.mechanism`,
+    `OFFSETWATCH_KAFKA_SASL_MECHANISM`, `--bootstrap-server`): the words an error message
+    names, so that the operator knows what to fix. Never the value: it may be a secret."""
+    config: dict[str, str] = {}
+    origins: dict[str, str] = {}
+    for key in sorted(environ):
+        if key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
+            if key in reserved:
+                continue
+            name = kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])
+            config[name], origins[name] = environ[key], key
     from_env = bootstrap_from_env(environ)
     if from_env is not None:
         config["bootstrap.servers"] = from_env
-    config.update(getattr(args, PROPERTIES_DEST, None) or [])
+        origins["bootstrap.servers"] = " / ".join(n for n in BOOTSTRAP_ENV if environ.get(n))
+    for name, value in getattr(args, PROPERTIES_DEST, None) or []:
+        config[name], origins[name] = value, f"-X {name}"
     flag = getattr(args, BOOTSTRAP_DEST, None)
     if flag:
-        config["bootstrap.servers"] = flag
-    return config
+        config["bootstrap.servers"], origins["bootstrap.servers"] = flag, BOOTSTRAP_FLAGS[0]
+    return config, origins
+
+
+# -- errors of librdkafka, in the operator's words --------------------------------------------
+
+#: properties whose values never reach a message (librdkafka echoes a value it refuses)
+_SECRET_WORDS: Final = ("password", "secret", "jaas", "token", "pem", "ssl.key", "oauthbearer")
+#: how librdkafka names the property it refuses
+_NAMED: Final = re.compile(r'(?:configuration property:? |^expected )"?([A-Za-z0-9._-]+)"?')
+_REPR: Final = re.compile(r'KafkaError\{code=(\w+),val=-?\d+,str="(.*)"\}', re.DOTALL)
+#: librdkafka's prefix for errors of rd_kafka_new: the client kind is our business, not theirs
+_CREATE: Final = re.compile(r"^Failed to create (?:consumer|producer|admin client): ")
+#: error_cb codes after which a probe cannot succeed: waiting longer only delays the message
+_FATAL: Final = frozenset({"_ALL_BROKERS_DOWN", "_AUTHENTICATION"})
+ClientKind = Literal["consumer", "producer", "admin"]
+
+
+def _redact(text: str, config: Mapping[str, Any]) -> str:
+    for key, value in config.items():
+        if isinstance(value, str) and value and any(w in key.lower() for w in _SECRET_WORDS):
+            text = text.replace(value, "***")
+    return text
+
+
+def kafka_error_text(error: BaseException) -> str:
+    """The words of a KafkaException (its KafkaError's text), never the `KafkaError{...}` repr
+    that str() gives; any other exception as str()."""
+    first = error.args[0] if error.args else None
+    text = getattr(first, "str", None)
+    if callable(text):
+        return str(text()).strip()
+    raw = str(error)
+    match = _REPR.search(raw)
+    return match[2].strip() if match else raw.strip()
+
+
+def _property_named(text: str, config: Mapping[str, Any]) -> str | None:
+    match = _NAMED.search(text)
+    if match and match[1] in config:
+        return match[1]
+    # "ssl.ca.location failed: ...": the longest property name the message mentions
+    mentioned = [k for k in config if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", text)]
+    return max(mentioned, key=len) if mentioned else None
+
+
+def _client_error(
+    error: BaseException, config: Mapping[str, Any], origins: Mapping[str, str]
+) -> ConnectionOptionError:
+    text = _CREATE.sub("", _redact(kafka_error_text(error), config)).rstrip(". ")
+    name = _property_named(text, config)
+    if name is not None:
+        origin = origins.get(name, name)
+        return ConnectionOptionError(
+            f"Kafka client setting {origin}: {text}; fix or remove it "
+            "(librdkafka's CONFIGURATION.md lists every property and its values)"
+        )
+    given = ", ".join(sorted(set(origins.values()))) or "none given"
+    return ConnectionOptionError(
+        f"the Kafka client settings cannot work: {text}; check the properties ({given})"
+    )
+
+
+def _new_client(kind: ClientKind, config: dict[str, Any]) -> Any:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+
+    if kind == "consumer":
+        config.setdefault("group.id", "offsetwatch-check")
+        return Consumer(config)
+    return Producer(config) if kind == "producer" else AdminClient(config)
+
+
+def check_client_config(
+    config: Mapping[str, Any], origins: Mapping[str, str], kind: ClientKind = "consumer"
+) -> None:
+    """Refuse, before anything runs, settings librdkafka can never work with (an unknown
+    property, a bad value, SSL files it cannot load, a SASL mechanism it lacks): it checks
+    them all when a client handle is made, so one is made and dropped. The error names the
+    flag, variable or file key the bad property came from (`origins`)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        client = _new_client(kind, _quiet(config))
+    except (KafkaException, TypeError, ValueError) as error:
+        raise _client_error(error, config, origins) from None
+    if kind == "consumer":
+        client.close()
+
+
+def _quiet(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(config)
+    # librdkafka's own log lines (one per failed connection attempt) would bury our message;
+    # the operator's log_level stays (and is checked like any other property)
+    out.setdefault("log_level", 0)
+    return out
+
+
+def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout_s: float) -> None:
+    """Check the settings (as `check_client_config`) and that the cluster answers within
+    `timeout_s`; else one ConnectionOptionError naming the bootstrap address, where it came
+    from, librdkafka's reason and what to check. Stops as soon as librdkafka reports every
+    broker down or a failed authentication: waiting longer changes nothing."""
+    seen: list[tuple[str, str]] = []
+
+    def on_error(error: Any) -> None:
+        seen.append((str(error.name()), _redact(str(error.str()), config)))
+
+    from confluent_kafka import KafkaException
+
+    settings = _quiet(config)
+    settings["error_cb"] = on_error
+    try:
+        admin = _new_client("admin", settings)
+    except (KafkaException, TypeError, ValueError) as error:
+        raise _client_error(error, config, origins) from None
+    future = admin.describe_cluster(request_timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while not future.done() and time.monotonic() < deadline:
+        admin.poll(0.05)
+        if any(name in _FATAL for name, _ in seen):
+            break
+    if future.done() and future.exception() is None:
+        return
+    reasons = [text for name, text in seen if name != "_ALL_BROKERS_DOWN"]
+    if reasons:
+        reason = reasons[-1]
+    elif future.done():
+        reason = _redact(kafka_error_text(future.exception()), config)
+    else:
+        reason = f"no answer within {timeout_s:g}s"
+    bootstrap = config.get("bootstrap.servers", "?")
+    origin = origins.get("bootstrap.servers", BOOTSTRAP_FLAGS[0])
+    raise ConnectionOptionError(
+        f"cannot reach Kafka at {bootstrap} (from {origin}): {reason}; check that it names "
+        "a running broker's listener (host:port) and that the security settings "
+        "(-X security.protocol, sasl.*, ssl.*) match that listener"
+    )
