@@ -291,6 +291,45 @@ def _build(compiler: Compiler, rtype: RecordType) -> _TypeCodec:
     )
 
 
+def read_value(codec: _TypeCodec, value: bytes) -> tuple[int, Any]:
+    """(version, value struct) of a value of `codec`'s record type; one rule for every topic
+    (`share_state` reads `__share_group_state` with it)."""
+    if len(value) < 2:
+        raise DecodeError(
+            f"value of {len(value)} bytes is shorter than its version prefix", part="value"
+        )
+    version = _I16.unpack_from(value)[0]
+    readers = codec.value_readers.get(version)
+    rtype = codec.rtype
+    if readers is None:
+        if version > codec.newest and rtype.read_newer_versions:
+            readers = codec.value_readers[codec.newest]
+        else:
+            raise DecodeError(
+                f"unsupported value version {version} for record type {rtype.key_type} "
+                f"({rtype.kafka_name}; known {rtype.value_versions.low}.."
+                f"{rtype.value_versions.high})",
+                part="value",
+                byte_position=0,
+            )
+    first_error: DecodeError | None = None
+    for reader in readers:
+        try:
+            obj, end = reader(value, 2)
+        except DecodeError as error:
+            first_error = first_error or error
+            continue
+        if end == len(value):
+            return version, obj
+        first_error = first_error or DecodeError(
+            f"{len(value) - end} trailing bytes after a {rtype.kafka_name} value "
+            f"of version {version}",
+            byte_position=end,
+        )
+    assert first_error is not None
+    raise DecodeError(first_error.reason, part="value", byte_position=first_error.byte_position)
+
+
 @dataclass(slots=True)
 class Codec:
     """Decoder and encoder of `__consumer_offsets` keys and values.
@@ -452,40 +491,7 @@ class Codec:
         return self._decode_value(codec, value)
 
     def _decode_value(self, codec: _TypeCodec, value: bytes) -> tuple[int, Any]:
-        if len(value) < 2:
-            raise DecodeError(
-                f"value of {len(value)} bytes is shorter than its version prefix", part="value"
-            )
-        version = _I16.unpack_from(value)[0]
-        readers = codec.value_readers.get(version)
-        rtype = codec.rtype
-        if readers is None:
-            if version > codec.newest and rtype.read_newer_versions:
-                readers = codec.value_readers[codec.newest]
-            else:
-                raise DecodeError(
-                    f"unsupported value version {version} for record type {rtype.key_type} "
-                    f"({rtype.kafka_name}; known {rtype.value_versions.low}.."
-                    f"{rtype.value_versions.high})",
-                    part="value",
-                    byte_position=0,
-                )
-        first_error: DecodeError | None = None
-        for reader in readers:
-            try:
-                obj, end = reader(value, 2)
-            except DecodeError as error:
-                first_error = first_error or error
-                continue
-            if end == len(value):
-                return version, obj
-            first_error = first_error or DecodeError(
-                f"{len(value) - end} trailing bytes after a {rtype.kafka_name} value "
-                f"of version {version}",
-                byte_position=end,
-            )
-        assert first_error is not None
-        raise DecodeError(first_error.reason, part="value", byte_position=first_error.byte_position)
+        return read_value(codec, value)
 
     # -- encoding --------------------------------------------------------------------------
 

@@ -448,6 +448,132 @@ class StreamsGroupTargetAssignmentResolvedTopicIdsValue:
 
 
 # --------------------------------------------------------------------------------------------
+# `__share_group_state` (KIP-932): the share coordinator's durable state of each share
+# partition. Its key types 0 (ShareSnapshot) and 1 (ShareUpdate) are not those of
+# __consumer_offsets: the topic decides which table applies (`registry.SHARE_STATE_TYPES`).
+# Sources: kafka-share-coordinator-4.0.0.jar common/message/Share*.json; apache/kafka 4.1/4.2
+# and trunk share-coordinator/src/main/resources/common/message/ (KAFKA-18170 timestamps,
+# #20016 int32 snapshot epoch, KAFKA-19797 / KIP-1226 DeliveryCompleteCount tag).
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionKey:
+    """Key types 0 and 1 of `__share_group_state`: one share partition of one share group."""
+
+    group_id: str = wire(STR)
+    topic_id: str = wire(UUID)
+    partition: int = wire(I32)
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """A run of offsets in one delivery state (0 available, 2 acknowledged, 4 archived)."""
+
+    first_offset: int = wire(I64)
+    last_offset: int = wire(I64)
+    delivery_state: int = wire(I8)
+    delivery_count: int = wire(I16)
+    tags: Tags = tags_field()
+
+
+#: KIP-1226's tag: Kafka's default when the writer (4.0, 4.1) did not count
+DELIVERY_COMPLETE_UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSnapshotValue:
+    """Kafka 4.0 layout of version 0: the whole state of a share partition."""
+
+    snapshot_epoch: int = wire(U16)
+    state_epoch: int = wire(I32)
+    leader_epoch: int = wire(I32)
+    start_offset: int = wire(I64)
+    state_batches: tuple[StateBatch, ...] = wire(ARR, item=StateBatch)
+    tags: Tags = tags_field()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSnapshotWithTimestampsValue:
+    """Kafka 4.1+ layout of the same version 0 (preview feature, breaking change): int32
+    snapshot epoch, create/write timestamps; 4.2 adds the delivery-complete count tag."""
+
+    snapshot_epoch: int = wire(I32)
+    state_epoch: int = wire(I32)
+    leader_epoch: int = wire(I32)
+    start_offset: int = wire(I64)
+    #: offsets at or above the start offset whose delivery is complete (KIP-1226, 4.2+)
+    delivery_complete_count: int = wire(I32, tag=0, default=DELIVERY_COMPLETE_UNKNOWN)
+    create_timestamp: int = wire(I64)
+    write_timestamp: int = wire(I64)
+    state_batches: tuple[StateBatch, ...] = wire(ARR, item=StateBatch)
+    tags: Tags = tags_field()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareUpdateValue:
+    """Kafka 4.0 layout of version 0: a change to the last snapshot (start offset -1: not
+    changed)."""
+
+    snapshot_epoch: int = wire(U16)
+    leader_epoch: int = wire(I32)
+    start_offset: int = wire(I64)
+    state_batches: tuple[StateBatch, ...] = wire(ARR, item=StateBatch)
+    tags: Tags = tags_field()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareUpdateWideEpochValue:
+    """Kafka 4.1+ layout of the same version 0: int32 snapshot epoch; 4.2 adds the
+    delivery-complete count tag."""
+
+    snapshot_epoch: int = wire(I32)
+    leader_epoch: int = wire(I32)
+    start_offset: int = wire(I64)
+    delivery_complete_count: int = wire(I32, tag=0, default=DELIVERY_COMPLETE_UNKNOWN)
+    state_batches: tuple[StateBatch, ...] = wire(ARR, item=StateBatch)
+    tags: Tags = tags_field()
+
+
+ShareStateValue = (
+    ShareSnapshotValue
+    | ShareSnapshotWithTimestampsValue
+    | ShareUpdateValue
+    | ShareUpdateWideEpochValue
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateRecord:
+    """One decoded record of `__share_group_state` (the envelope of `Record`, another table).
+
+    A type of its own, not a `Record`: key types 0/1 mean offset commits in
+    `__consumer_offsets`, so nothing keyed on `Record.key_type` may ever see one of these.
+    """
+
+    key_type: int
+    key: SharePartitionKey
+    value_version: int | None
+    value: ShareStateValue | None
+    partition: int = -1
+    offset: int = -1
+    timestamp: int = -1
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+    @property
+    def type_name(self) -> str:
+        from offsetwatch.decoder.registry import SHARE_STATE_TYPES
+
+        return SHARE_STATE_TYPES[self.key_type].name
+
+    @property
+    def newer_than_known(self) -> bool:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
 # Not from __consumer_offsets: records offsetwatch adds to its own outputs (archive, republished
 # topic). They share the canonical envelope but are never decoded from Kafka bytes.
 

@@ -107,6 +107,23 @@ _TYPES: Final = (
 
 RECORD_TYPES: Final = {t.key_type: t for t in _TYPES}
 
+#: the internal topic of the share coordinator (KIP-932) and its own key-type table
+SHARE_STATE_TOPIC: Final = "__share_group_state"
+
+#: `__share_group_state`'s record types. Their key types collide with those of
+#: `__consumer_offsets` (0, 1): the topic picks the table, and the records are
+#: `ShareStateRecord`s. Each version 0 has two layouts (4.0; 4.1+ after a breaking change of
+#: the preview): the first that consumes the bytes exactly wins.
+SHARE_STATE_TYPES: Final = {
+    t.key_type: t
+    for t in (
+        _t(0, "share_snapshot", "ShareSnapshot", r.SharePartitionKey, r.ShareSnapshotValue,
+           r.ShareSnapshotWithTimestampsValue),
+        _t(1, "share_update", "ShareUpdate", r.SharePartitionKey, r.ShareUpdateValue,
+           r.ShareUpdateWideEpochValue),
+    )
+}  # fmt: skip
+
 #: the `key_type` of log-end samples: negative, so never a Kafka key type (those are int16 >= 0)
 LOG_END_KEY_TYPE: Final = -1
 
