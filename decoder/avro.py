@@ -62,7 +62,12 @@ from offsetwatch.decoder.layout import (
     has_tags_field,
 )
 from offsetwatch.decoder.records import MemberMetadata
-from offsetwatch.decoder.registry import OWN_TYPES, RECORD_TYPES
+from offsetwatch.decoder.registry import (
+    OWN_TYPES,
+    RECORD_TYPES,
+    SHARE_STATE_TOPIC,
+    SHARE_STATE_TYPES,
+)
 
 NAMESPACE: Final = "offsetwatch"
 TOP_NAME: Final = "CanonicalRecord"
@@ -265,6 +270,16 @@ def own_value_classes() -> tuple[type, ...]:
     return tuple(dict.fromkeys(c for t in OWN_TYPES for c in t.value_classes))
 
 
+def share_key_classes() -> tuple[type, ...]:
+    """Key records of `__share_group_state` types: last, so no earlier branch number moves."""
+    return tuple(dict.fromkeys(t.key_class for t in SHARE_STATE_TYPES.values()))
+
+
+def share_value_classes() -> tuple[type, ...]:
+    """Value records of `__share_group_state` types: last, for the same reason."""
+    return tuple(dict.fromkeys(c for t in SHARE_STATE_TYPES.values() for c in t.value_classes))
+
+
 def avro_schema(version: int = c.SCHEMA_VERSION) -> dict[str, Any]:
     """The Avro schema of `offsetwatch.CanonicalRecord`, generated from the layouts;
     `version`: of an older schema version (what earlier offsetwatch releases wrote)."""
@@ -275,10 +290,12 @@ def avro_schema(version: int = c.SCHEMA_VERSION) -> dict[str, Any]:
     keys = [builder.struct(cls) for cls in key_classes()]
     keys.append(builder.raw(UNKNOWN_KEY))
     keys.extend(builder.struct(cls) for cls in own_key_classes())
+    keys.extend(builder.struct(cls) for cls in share_key_classes())
     values: list[Any] = ["null"]
     values.extend(builder.struct(cls) for cls in value_classes())
     values.append(builder.raw(UNKNOWN_VALUE))
     values.extend(builder.struct(cls) for cls in own_value_classes())
+    values.extend(builder.struct(cls) for cls in share_value_classes())
     fields.append({"name": "key", "type": keys, "doc": "the key fields, by record type"})
     fields.append(
         {"name": "value", "type": values, "doc": "the value fields; null for a tombstone"}
@@ -406,7 +423,7 @@ class _Branch:
 def _branches() -> dict[str, _Branch]:
     cache: dict[type, _Plan] = {}
     branches: dict[str, _Branch] = {}
-    for rtype in (*RECORD_TYPES.values(), *OWN_TYPES):
+    for rtype in (*RECORD_TYPES.values(), *OWN_TYPES, *SHARE_STATE_TYPES.values()):
         values = tuple(
             (
                 frozenset(f.name for f in field_layouts(cls)),
@@ -891,6 +908,21 @@ def schema_markdown() -> str:
             f"member{len(keys) + 1 + own_keys.index(rtype.key_class)} | "
             f"member{len(values) + 1 + own_values.index(value_cls)} |"
         )
+    share_keys, share_values = share_key_classes(), share_value_classes()
+    key_base, value_base = len(keys) + 1 + len(own_keys), len(values) + 1 + len(own_values)
+    for rtype in SHARE_STATE_TYPES.values():
+        key_name = rtype.key_class.__name__
+        value_names = " or ".join(
+            f"[{c.__name__}](#{_anchor(c.__name__)})" for c in rtype.value_classes
+        )
+        value_branch = " or ".join(
+            f"member{value_base + share_values.index(c)}" for c in rtype.value_classes
+        )
+        lines.append(
+            f"| {rtype.key_type} (of `{SHARE_STATE_TOPIC}`) | `{rtype.name}` | "
+            f"{rtype.value_versions.low} | [{key_name}](#{_anchor(key_name)}) | {value_names} | "
+            f"member{key_base + share_keys.index(rtype.key_class)} | {value_branch} |"
+        )
     lines += ["", "### Key records", ""]
     for cls in keys:
         lines += _record_table(cls, records[cls.__name__])
@@ -904,8 +936,16 @@ def schema_markdown() -> str:
     for cls in own_values:
         used_by = {f"`{t.name}`": None for t in OWN_TYPES if cls in t.value_classes}
         lines += _record_table(cls, records[cls.__name__], f"Value of {', '.join(used_by)}.")
+    lines += [f"### Records of `{SHARE_STATE_TOPIC}`", ""]
+    for cls in share_keys:
+        lines += _record_table(cls, records[cls.__name__])
+    for cls in share_values:
+        used_by = {
+            f"`{t.name}`": None for t in SHARE_STATE_TYPES.values() if cls in t.value_classes
+        }
+        lines += _record_table(cls, records[cls.__name__], f"Value of {', '.join(used_by)}.")
     lines += ["### Nested records", ""]
-    for cls in _nested_classes((*keys, *values)):
+    for cls in _nested_classes((*keys, *values, *share_values)):
         lines += _record_table(cls, records[cls.__name__])
     lines += [
         "### Records of unknown types and unknown tags",

@@ -180,12 +180,21 @@ def test_schema_shape() -> None:
         return str(branch["name"] if isinstance(branch, dict) else branch).split(".")[-1]
 
     key_branches = [branch_name(b) for b in top["key"]]
-    # offsetwatch's own types (log-end samples) come last: older branch numbers never move
-    assert key_branches == [c.__name__ for c in key_classes()] + ["UnknownKey", "LogEndKey"]
+    # offsetwatch's own types (log-end samples), then __share_group_state's, come last:
+    # older branch numbers never move
+    assert key_branches == [c.__name__ for c in key_classes()] + [
+        "UnknownKey",
+        "LogEndKey",
+        "SharePartitionKey",
+    ]
     value_branches = [branch_name(b) for b in top["value"]]
     assert value_branches == ["null"] + [c.__name__ for c in value_classes()] + [
         "UnknownValue",
         "LogEndValue",
+        "ShareSnapshotValue",
+        "ShareSnapshotWithTimestampsValue",
+        "ShareUpdateValue",
+        "ShareUpdateWideEpochValue",
     ]
     # every layout of every record type has its branch
     for rtype in RECORD_TYPES.values():
