@@ -93,6 +93,7 @@ _PREFIX = struct.Struct(">qi")
 _LEGACY = struct.Struct(">qiIbB")  # offset, size, crc, magic, attributes
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
@@ -855,8 +856,23 @@ def _iter_buffer(
         end = pos + LOG_OVERHEAD + length
         if end > size:
             # Like Kafka's log recovery (FileLogInputStream), a length running past the end
-            # of the data is a partial write; `needed` vs `available` shows how far off it is.
-            return _tail(data, pos, remaining, LOG_OVERHEAD + length, position)
+            # of the data is a partial write; `needed` vs `available` shows how far off it
+            # is. Unless a sound batch starts inside what the length claims: then the bytes
+            # after it were written whole and the length itself is corrupt (a torn write
+            # leaves only a prefix of one batch, never complete batches behind it).
+            following = _next_sound_batch(data, pos + 1, size)
+            if following is None:
+                return _tail(data, pos, remaining, LOG_OVERHEAD + length, position)
+            error = _error(
+                f"corrupt batch length {length}: it runs {end - size} bytes past the end of "
+                f"the data, yet a complete batch starts at byte {base_position + following}",
+                position,
+            )
+            if on_error is None:
+                raise error
+            on_error(error)
+            pos = following
+            continue
         body = data[pos:end]
         if type(body) is not bytes:
             body = bytes(body)
@@ -875,6 +891,27 @@ def _iter_buffer(
             continue
         yield batch
         pos = end
+    return None
+
+
+def _next_sound_batch(data: _Buffer, start: int, size: int) -> int | None:
+    """The first position at or after `start` where a complete v2 batch with a valid CRC
+    starts, or None. Only error paths call this (a length past the end of the data)."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    # candidates: a magic byte 2 sixteen bytes after the start
+    magics = bytes(view[start + 16 : size])
+    found = magics.find(2)
+    while found >= 0:
+        at = start + found
+        if at + V2_HEADER_SIZE > size:
+            return None
+        _base, length = _PREFIX.unpack_from(data, at)
+        end = at + LOG_OVERHEAD + length
+        if length >= _V2_MIN_LENGTH and end <= size:
+            (stored,) = _UINT32.unpack_from(data, at + 17)
+            if crc32c.crc32c(view[at + _V2_CRC_END : end]) == stored:
+                return at
+        found = magics.find(2, found + 1)
     return None
 
 

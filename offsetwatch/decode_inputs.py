@@ -304,8 +304,11 @@ class SegmentSource(Source):
                     str(item.directory),
                 )
             resolver = TransactionResolver()
+            last = item.files[-1] if item.files else None
             for file in item.files:
-                yield from self._read_file(file, partition, resolver, self.max_batch_bytes)
+                yield from self._read_file(
+                    file, partition, resolver, self.max_batch_bytes, active=file == last
+                )
             pending = resolver.pending()
             if pending:
                 yield Chunk(
@@ -319,9 +322,15 @@ class SegmentSource(Source):
 
     @staticmethod
     def _read_file(
-        file: Path, partition: int, resolver: TransactionResolver, max_batch_bytes: int
+        file: Path,
+        partition: int,
+        resolver: TransactionResolver,
+        max_batch_bytes: int,
+        *,
+        active: bool = True,
     ) -> Iterator[Chunk]:
-        """One segment file; small batches are gathered into chunks of about
+        """One segment file (`active`: the partition's last one, the only one Kafka may have
+        left a partial write at the end of); small batches are gathered into chunks of about
         SEGMENT_CHUNK_RECORDS records (a single-record batch per chunk would cost more in
         per-chunk work than its record costs to decode)."""
         from offsetwatch.decoder.errors import DecodeError
@@ -375,12 +384,24 @@ class SegmentSource(Source):
             items.append(BadInput(label, f"{located}; the rest of this file is skipped"))
         tail = reader.truncated_tail
         if tail is not None and tail.reason != "zero padding":
-            items.append(
-                Notice(
-                    f"{file}: {tail.reason} at byte {tail.position} "
-                    f"({tail.available} bytes) ignored, as Kafka does on recovery"
+            if active:
+                items.append(
+                    Notice(
+                        f"{file}: {tail.reason} at byte {tail.position} "
+                        f"({tail.available} bytes) ignored, as Kafka does on recovery"
+                    )
                 )
-            )
+            else:
+                # Kafka appends only to the last segment: a rolled one ends whole
+                items.append(
+                    BadInput(
+                        label,
+                        f"{tail.reason} at byte {tail.position} ({tail.available} bytes"
+                        + ("" if tail.needed is None else f" of the {tail.needed} it claims")
+                        + ") in a rolled segment, which Kafka never appends to: the file is "
+                        "cut short or a batch length is corrupt",
+                    )
+                )
         yield Chunk(items, max(size - done, 0), label)
 
 

@@ -672,17 +672,29 @@ def test_structural_corruption_in_the_middle_raises_with_position() -> None:
     with pytest.raises(DecodeError, match="length") as info:
         list(iter_batches(bytes(bad_length)))
     assert info.value.byte_position == positions[2]
-    # a length running past the end reads as a partial write (Kafka's recovery does the same)
-    # as long as the magic byte is sound; with a bad magic it is corruption
+    # a length running past the end of the data reads as a partial write (Kafka's recovery
+    # does the same) when nothing sound follows: the last batch, cut short
+    torn = bytearray(data)
+    torn[positions[3] + 8 : positions[3] + 12] = struct.pack(">i", 10**6)
+    batches, tail = collect(iter_batches(bytes(torn)))
+    assert len(batches) == 3 and tail is not None
+    assert (tail.position, tail.needed, tail.available) == (
+        positions[3],
+        12 + 10**6,
+        len(data) - positions[3],
+    )
+    # ...but a complete batch after it proves the length corrupt: an error at its position,
+    # and with on_error reading resumes at the sound batch
     too_long = bytearray(data)
     too_long[positions[2] + 8 : positions[2] + 12] = struct.pack(">i", 10**6)
-    batches, tail = collect(iter_batches(bytes(too_long)))
-    assert len(batches) == 2 and tail is not None
-    assert (tail.position, tail.needed, tail.available) == (
-        positions[2],
-        12 + 10**6,
-        len(data) - positions[2],
-    )
+    with pytest.raises(DecodeError, match="corrupt batch length") as info:
+        collect(iter_batches(bytes(too_long)))
+    assert info.value.byte_position == positions[2]
+    assert f"starts at byte {positions[3]}" in str(info.value)
+    errors: list[DecodeError] = []
+    batches, tail = collect(iter_batches(bytes(too_long), on_error=errors.append))
+    assert [b.header.position for b in batches] == [positions[0], positions[1], positions[3]]
+    assert tail is None and [e.byte_position for e in errors] == [positions[2]]
     too_long[positions[2] + 16] = 0xFE
     with pytest.raises(DecodeError, match="magic"):
         collect(iter_batches(bytes(too_long)))
