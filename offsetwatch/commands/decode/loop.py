@@ -4,12 +4,16 @@ the renderers, and the stderr reporter of what could not be decoded."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
+from offsetwatch.commands import UsageError
+from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decode_inputs import Chunk, InputRecord, Notice, Source
-from offsetwatch.decoder import Canonical, Codec, DecodeError, KafkaJson, group_of
+from offsetwatch.decoder import Canonical, Codec, DecodeError, KafkaJson, group_of, share_state
 from offsetwatch.decoder.canonical import dumps
 
 #: what hex-jsonl input gets for a record that is filtered out or skipped (one line per line)
@@ -32,6 +36,41 @@ class Reporter:
 
 
 Render = Callable[[Any, "str | None"], Any]
+
+#: `<topic>-<partition>`, as Kafka names a partition's log directory
+_PARTITION_DIR: Final = re.compile(r"(.+)-(\d+)")
+
+
+def topic_of(args: argparse.Namespace) -> str:
+    """Which internal topic the input holds, so which decoder applies: the live topic's
+    `--topic`; for paths, the `<topic>-<p>` directory they are (or are in), else `--topic`."""
+    named = set()
+    for raw in args.paths or ():
+        path = Path(raw)
+        directory = path if path.is_dir() else path.parent
+        match = _PARTITION_DIR.fullmatch(directory.name)
+        if match and match.group(1) in (OFFSETS_TOPIC, share_state.SHARE_STATE_TOPIC):
+            named.add(match.group(1))
+    if len(named) > 1:
+        raise UsageError(
+            f"the paths hold both {' and '.join(sorted(named))}: decode one topic at a time"
+        )
+    topic: str = named.pop() if named else args.topic
+    if topic == share_state.SHARE_STATE_TOPIC and args.format == "console":
+        raise UsageError(
+            f"--format console is what Kafka's {OFFSETS_TOPIC} formatters print; for {topic} "
+            "use --format json, dump-log or avro"
+        )
+    return topic
+
+
+def _share_state_renderer(fmt: str) -> Render:
+    """The renderers of `__share_group_state` records (same formats, that topic's shapes)."""
+    if fmt == "json":
+        return share_state.canonical_json
+    if fmt == "avro":
+        return share_state.canonical
+    return lambda record, status: share_state.dump_log_text(record)
 
 
 def _renderer(fmt: str) -> Render:
@@ -57,10 +96,25 @@ def _error_line(message: str) -> str:
 class DecodeLoop:
     """Turns input chunks into output items, applying the filters."""
 
-    def __init__(self, args: argparse.Namespace, one_per_line: bool, reporter: Reporter) -> None:
-        self.codec = Codec()
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        one_per_line: bool,
+        reporter: Reporter,
+        topic: str | None = None,
+    ) -> None:
+        if topic is None:
+            topic = topic_of(args)
+        self.topic = topic
+        self.codec: Codec | share_state.ShareStateCodec = Codec()
         # a module global on purpose: benchmarks/dump_log.py swaps in its naive renderer
         self.render = _renderer(args.format)
+        self.group_of: Callable[[Any], str | None] = group_of
+        if topic == share_state.SHARE_STATE_TOPIC:
+            # its key types 0/1 are not offset commits: another table, other record shapes
+            self.codec = share_state.ShareStateCodec()
+            self.render = _share_state_renderer(args.format)
+            self.group_of = share_state.group_of
         self.reporter = reporter
         self.one_per_line = one_per_line and args.format != "avro"
         self.partitions = frozenset(args.partitions) if args.partitions else None
@@ -94,7 +148,7 @@ class DecodeLoop:
         input_record = InputRecord
         notice = Notice
         decode_error = DecodeError
-        group_of_record = group_of
+        group_of_record = self.group_of
         decode = self.codec.decode
         render = self.render
         one_per_line = self.one_per_line

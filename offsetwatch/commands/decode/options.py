@@ -39,6 +39,11 @@ input (one of):
                                  are ignored; - (or no PATH) reads standard input
   --sample                       a built-in sample of every record type (no Kafka needed)
 
+__share_group_state (share groups' delivery state, KIP-932) is decoded too: the topic comes
+from the input - __share_group_state-<p> segment directories (or files in them), or
+--topic __share_group_state for the live topic or hex-jsonl; its records are the types
+share_snapshot / share_update, and dump-log is kafka-dump-log --share-group-state-decoder.
+
 output formats (--format):
   json       offsetwatch's canonical record (docs/canonical-schema.md), one per line; the
              records of transactional batches (segments) have their outcome in the field
@@ -246,7 +251,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         property_help="see the environment section below",
     )
     live.add_argument(
-        "--topic", "--offsets-topic", default=OFFSETS_TOPIC, help="topic to read (%(default)s)"
+        "--topic",
+        "--offsets-topic",
+        default=OFFSETS_TOPIC,
+        help="topic to read (%(default)s; or __share_group_state)",
     )
     live.add_argument(
         "--from",
