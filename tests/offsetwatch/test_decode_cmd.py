@@ -1,6 +1,7 @@
 """`offsetwatch decode`: every input and format against Kafka's own decoding of the conformance
-runs, filters, error reporting, environment variables, help, and a live topic on librdkafka's
-mock cluster."""
+runs, filters, error reporting, environment variables, help, and --follow on librdkafka's mock
+cluster. The live topic on a real broker (--from, dump-log, OffsetFetch) is
+test_decode_real_broker.py."""
 
 from __future__ import annotations
 
@@ -218,14 +219,14 @@ def test_a_failing_loop_still_stops_the_bar_and_closes_output_then_source(
     # would hold its connections until the interpreter exits
     from offsetwatch.commands.decode import loop, output, progress
 
-    opened: list[IO[bytes]] = []
+    opened: list[output.OutputFile] = []
     events: list[str] = []
-    open_file = output._open_file
+    open_file = output.OutputFile.__init__
     stop_bar = progress.ProgressBar.__exit__
 
-    def recorded_open(path: str) -> IO[bytes]:
-        opened.append(open_file(path))
-        return opened[-1]
+    def recorded_open(self: output.OutputFile, path: str) -> None:
+        open_file(self, path)
+        opened.append(self)
 
     def recorded_stop(bar: progress.ProgressBar, *exc: object) -> None:
         events.append("bar stopped")
@@ -234,7 +235,7 @@ def test_a_failing_loop_still_stops_the_bar_and_closes_output_then_source(
     def broken_loop(self: loop.DecodeLoop, chunk: Chunk) -> list[Any]:
         raise RuntimeError("decoder bug")
 
-    monkeypatch.setattr(output, "_open_file", recorded_open)
+    monkeypatch.setattr(output.OutputFile, "__init__", recorded_open)
     monkeypatch.setattr(progress.ProgressBar, "__exit__", recorded_stop)
     monkeypatch.setattr(
         HexJsonlSource, "close", lambda self: events.append(f"source closed {opened[0].closed}")
@@ -243,6 +244,8 @@ def test_a_failing_loop_still_stops_the_bar_and_closes_output_then_source(
     with pytest.raises(RuntimeError, match="decoder bug"):
         main(["decode", "--sample", "--progress", "-o", str(tmp_path / "out.jsonl")])
     assert events == ["bar stopped", "source closed True"]
+    # a run that failed half-way never leaves a file that looks complete
+    assert not (tmp_path / "out.jsonl").exists() and (tmp_path / "out.jsonl.partial").exists()
 
 
 # -- filters ---------------------------------------------------------------------------------
@@ -500,7 +503,7 @@ def test_script_runs_and_exits_quietly_on_a_closed_pipe(conformance_dir: Path) -
     assert stderr == b""
 
 
-# -- live topic on librdkafka's mock cluster -------------------------------------------------
+# -- the live topic: no cluster, and --follow on librdkafka's mock cluster ---------------------
 
 FAST = ("-X", "fetch.wait.max.ms=20", "-X", "log_level=3")
 
@@ -534,10 +537,6 @@ def live(conformance_dir: Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield bootstrap, rows
 
 
-def _position(record: dict[str, Any]) -> tuple[int, int]:
-    return record["partition"], record["offset"]
-
-
 def _by_partition(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
@@ -545,102 +544,7 @@ def _by_partition(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]
     return out
 
 
-@pytest.mark.kafka
-def test_live_topic_decodes_like_kafka(
-    capsys: pytest.CaptureFixture[str], live: tuple[str, list[dict[str, Any]]]
-) -> None:
-    bootstrap, rows = live
-    code, out, err = _run(capsys, "--bootstrap-server", bootstrap, *FAST)
-    assert (code, err) == (0, "")
-    produced = _by_partition(rows)
-    # the same with everything from the environment variables offsetwatch export reads too
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OFFSETWATCH_BOOTSTRAP_SERVERS", bootstrap)
-        env.setenv("OFFSETWATCH_KAFKA_FETCH_WAIT_MAX_MS", "20")
-        env.setenv("OFFSETWATCH_KAFKA_LOG__LEVEL", "3")
-        env.setenv("OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES", "true")  # export's, not librdkafka's
-        code, again, err = _run(capsys)
-        assert (code, err) == (0, "")
-        assert sorted(again, key=_position) == sorted(out, key=_position)
-    assert len(out) == len(rows)
-    for record in out:
-        # the mock gives contiguous offsets from 0: the n-th record of each partition
-        row = produced[record["partition"]][record["offset"]]
-        assert record["timestamp"] == row["timestamp"]
-    # dump-log of one partition: Kafka's decoding, in order
-    code, out, err = _run(
-        capsys, "--bootstrap-server", bootstrap, "--partition", "1", "--format", "dump-log", *FAST
-    )
-    assert (code, err) == (0, "")
-    assert out == [row["expected"] for row in produced[1]]
-
-
-@pytest.mark.kafka
-def test_live_topic_from_a_timestamp(
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    live: tuple[str, list[dict[str, Any]]],
-) -> None:
-    """The mock answers ListOffsets only for earliest/latest (by-time lookups give -1, a
-    'FIXME' in librdkafka's mock), so the consumer here answers offsets_for_times the way a
-    broker does - the first offset whose timestamp is at or after the one asked for - from
-    the records produced; everything else is the real client against the mock."""
-    import confluent_kafka
-
-    bootstrap, rows = live
-    produced = _by_partition(rows)
-    cutoff = sorted(r["timestamp"] for r in rows)[len(rows) // 2]
-    asked: list[int] = []
-
-    class TimeLookupConsumer(confluent_kafka.Consumer):
-        def offsets_for_times(self, partitions: Any, timeout: float = -1) -> Any:
-            answers = []
-            for tp in partitions:
-                asked.append(tp.offset)
-                at = [
-                    i for i, r in enumerate(produced[tp.partition]) if r["timestamp"] >= tp.offset
-                ]
-                answers.append(
-                    confluent_kafka.TopicPartition(tp.topic, tp.partition, at[0] if at else -1)
-                )
-            return answers
-
-    monkeypatch.setattr(confluent_kafka, "Consumer", TimeLookupConsumer)
-    code, out, err = _run(capsys, "--bootstrap-server", bootstrap, "--from", str(cutoff), *FAST)
-    assert (code, err) == (0, "")
-    assert asked == [cutoff] * 3
-    expected = []
-    for partition, records in produced.items():
-        first = next((i for i, r in enumerate(records) if r["timestamp"] >= cutoff), len(records))
-        expected += [(partition, i) for i in range(first, len(records))]
-    assert sorted((r["partition"], r["offset"]) for r in out) == sorted(expected)
-    assert 0 < len(out) < len(rows)
-
-    # ISO-8601 form of the same instant
-    from datetime import UTC, datetime
-
-    iso = datetime.fromtimestamp(cutoff / 1000, UTC).isoformat(timespec="milliseconds")
-    asked.clear()
-    code, out2, _err = _run(capsys, "--bootstrap-server", bootstrap, "--from", iso, *FAST)
-    assert code == 0 and asked == [cutoff] * 3
-    assert sorted(out2, key=_position) == sorted(out, key=_position)
-
-
-@pytest.mark.kafka
-def test_live_topic_from_end_reads_nothing(
-    capsys: pytest.CaptureFixture[str], live: tuple[str, list[dict[str, Any]]]
-) -> None:
-    bootstrap = live[0]
-    assert _run(capsys, "--bootstrap-server", bootstrap, "--from", "end", *FAST) == (0, [], "")
-
-
-@pytest.mark.kafka
-def test_live_topic_errors(
-    capsys: pytest.CaptureFixture[str], live: tuple[str, list[dict[str, Any]]]
-) -> None:
-    bootstrap = live[0]
-    code, _out, err = _run(capsys, "--bootstrap-server", bootstrap, "--partition", "7", *FAST)
-    assert code == 2 and "has no partition 7" in err
+def test_unreachable_cluster_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = _run(
         capsys,
         "--bootstrap-server",
@@ -652,6 +556,7 @@ def test_live_topic_errors(
         *FAST,
     )
     assert code == 2
+    assert len(err.splitlines()) == 1
     assert "cannot get metadata of topic __consumer_offsets from 127.0.0.1:1" in err
     assert "hunter2" not in err
 
