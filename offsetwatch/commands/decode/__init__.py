@@ -42,26 +42,37 @@ def run(args: argparse.Namespace) -> int:
     # here, not at the top: they load the decoder (and rich, confluent_kafka), and every
     # `offsetwatch` command line imports this package to register the command
     from offsetwatch.commands.decode import loop, output, progress, sources
+    from offsetwatch.commands.decode.stopping import EXIT_INTERRUPTED, Stopping
 
     if args.format == "avro":
         output.check_avro(args.output)
     reporter = loop.Reporter()
-    # unwinds in reverse: the bar stops, the output is closed (stdout: flushed), the source
-    # (a Kafka consumer) is closed, whatever the loop raised
+    # unwinds in reverse: the signal handlers are restored, the bar stops, the output is
+    # closed (stdout: flushed; a file not completed stays FILE.partial), the source (a Kafka
+    # consumer) is closed, whatever the loop raised
     with ExitStack() as stack:
         source = sources.open_source(stack, args, reserved_env(args))
         decode = loop.DecodeLoop(args, source.one_per_line, reporter)
         sink = output.open_output(stack, args.output)
         bar = progress.start_bar(stack, args, source, output_is_stdout=not args.output)
-        outputs = decode.outputs(source, None if bar is None else bar.advance)
+        stopping = stack.enter_context(Stopping())
+        outputs = stopping.between_chunks(
+            decode.outputs(source, None if bar is None else bar.advance)
+        )
         try:
             if args.format == "avro":
                 records = (record for items in outputs for record in items)
                 output.write_avro(sink, args.output, records, reporter)
             else:
                 output.write_lines(sink, outputs, source.flush_each_chunk)
-        except KeyboardInterrupt:
-            # Ctrl-C is how --follow ends: what was read is written, the exit code stands
-            if not args.follow:
-                raise
+            if isinstance(sink, output.OutputFile):
+                sink.complete()
+        except output.OutputError as error:
+            reporter.failure(str(error))
+            return 1
+    if stopping.signal is not None and not args.follow:
+        # SIGINT/SIGTERM before the input's end: what was decoded is written and the file
+        # is whole, but the input was not read to its end
+        reporter.note(f"stopped by signal {stopping.signal} before the end of the input")
+        return EXIT_INTERRUPTED
     return 1 if reporter.failures else 0

@@ -1,9 +1,16 @@
 """Where `offsetwatch decode` writes: JSON lines (one write per chunk) or an Avro container,
-to standard output or a file."""
+to standard output or a file.
+
+A file is written as `FILE.partial` and renamed to FILE once it is closed whole (also after
+Ctrl-C or SIGTERM, which end the run between two chunks): a run that fails half-way (a full
+disk) leaves `FILE.partial`, never a cut FILE that looks complete.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
@@ -26,13 +33,117 @@ def check_avro(path: str | None) -> None:
         raise UsageError(f"--format avro is not available here: {error}") from None
 
 
-def open_output(stack: ExitStack, path: str | None) -> IO[bytes]:
-    """The file at `path`, closed by the stack; or standard output, only flushed."""
+class OutputError(Exception):
+    """Writing the output failed (a full disk, a closed device): one line names the file."""
+
+
+class OutputFile:
+    """`FILE.partial`, renamed to FILE by `complete()`; every write error is an OutputError."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.partial = f"{path}.partial"
+        try:
+            # closed by complete() or abandon(): the file outlives this constructor
+            self._file: IO[bytes] = open(self.partial, "wb")  # noqa: SIM115
+        except OSError as error:
+            raise UsageError(
+                f"cannot write {self.partial}: {error.strerror}; check that the directory "
+                "exists and is writable"
+            ) from None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as error:
+            raise self.failed(error) from None
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as error:
+            raise self.failed(error) from None
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def complete(self) -> None:
+        """Close and rename to the final name: the file is whole."""
+        try:
+            self._file.close()
+            os.replace(self.partial, self.path)
+        except OSError as error:
+            raise self.failed(error) from None
+
+    def abandon(self) -> None:
+        """Close what was written so far under its .partial name."""
+        # the failure that brought us here was reported already
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+    @property
+    def file(self) -> IO[bytes]:
+        """The open file itself, for writers that need a real file object (fastavro)."""
+        return self._file
+
+    def failed(self, error: OSError) -> OutputError:
+        return OutputError(
+            f"cannot write {self.path}: {error.strerror or error}; what was written so far is "
+            f"in {self.partial} (incomplete); free space or choose another --output, then run "
+            "again"
+        )
+
+
+class StdoutOutput:
+    """Standard output as bytes; a write error other than a closed pipe is an OutputError."""
+
+    def __init__(self) -> None:
+        self._out = _binary_stdout()
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._out.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self.failed(error) from None
+
+    def flush(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self.failed(error) from None
+
+    def tell(self) -> int:
+        return self._out.tell()
+
+    @property
+    def file(self) -> IO[bytes]:
+        return self._out
+
+    def failed(self, error: OSError) -> OutputError:
+        return OutputError(f"cannot write standard output: {error.strerror or error}")
+
+
+Output = OutputFile | StdoutOutput
+
+
+def open_output(stack: ExitStack, path: str | None) -> Output:
+    """The output; the caller completes (or abandons) a file, stdout is only flushed."""
     if not path:
-        stdout = _binary_stdout()
+        stdout = StdoutOutput()
         stack.callback(stdout.flush)
         return stdout
-    return stack.enter_context(_open_file(path))
+    output = OutputFile(path)
+    # if anything raised before the caller completed it, keep what was written as .partial
+    stack.callback(lambda: None if output.closed else output.abandon())
+    return output
 
 
 def _binary_stdout() -> IO[bytes]:
@@ -44,17 +155,7 @@ def _binary_stdout() -> IO[bytes]:
     return buffer  # type: ignore[no-any-return]
 
 
-def _open_file(path: str) -> IO[bytes]:
-    try:
-        return open(path, "wb")
-    except OSError as error:
-        raise UsageError(
-            f"cannot write {path}: {error.strerror}; check that the directory exists and is "
-            "writable"
-        ) from None
-
-
-def write_lines(output: IO[bytes], outputs: Iterator[list[Any]], flush: bool) -> None:
+def write_lines(output: Output, outputs: Iterator[list[Any]], flush: bool) -> None:
     write = output.write
     for lines in outputs:
         if lines:
@@ -66,11 +167,15 @@ def write_lines(output: IO[bytes], outputs: Iterator[list[Any]], flush: bool) ->
 
 
 def write_avro(
-    output: IO[bytes], path: str, records: Iterable[dict[str, Any]], reporter: Reporter
+    output: Output, path: str, records: Iterable[dict[str, Any]], reporter: Reporter
 ) -> None:
     from offsetwatch.decoder.avro import AvroCodec, AvroError
 
     try:
-        AvroCodec().write_container(output, records)
+        AvroCodec().write_container(output.file, records)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise output.failed(error) from None
     except AvroError as error:
         reporter.failure(f"{path}: {error}; the Avro file is incomplete")
