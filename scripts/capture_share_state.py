@@ -113,8 +113,19 @@ def _topic_collection(topics: list[str]) -> object:
     return TopicCollection(topics)
 
 
-def drive(kafka_dir: Path, bootstrap: str, records: int) -> tuple[str, str, str]:
-    """Make the share coordinator write its records; (topic, topic id, group)."""
+#: what the console share consumer does, run after run: reject two (archived), release two
+#: (available again, delivery count 1), accept the rest (it acknowledges implicitly)
+MODES: Final = (("--reject", 2), ("--release", 2), (None, 0))
+
+
+def drive(
+    kafka_dir: Path,
+    bootstrap: str,
+    records: int,
+    modes: tuple[tuple[str | None, int], ...] = MODES,
+) -> tuple[str, str, str]:
+    """Make the share coordinator write its records; (topic, topic id, group).
+    `modes`: (console consumer flag or None, messages; 0: all) per run."""
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"share-capture-{suffix}", f"share-capture-g-{suffix}"
     deadline = time.monotonic() + TOOL_TIMEOUT_S
@@ -147,9 +158,8 @@ def drive(kafka_dir: Path, bootstrap: str, records: int) -> tuple[str, str, str]
         "--add-config",
         "share.auto.offset.reset=earliest",
     )
-    # reject two (archived), release two (available again, delivery count 1), accept the rest
-    # (the console consumer acknowledges implicitly): each acknowledgement is a state write
-    for mode, count in (("--reject", 2), ("--release", 2), (None, records)):
+    # each acknowledgement is a state write: a ShareUpdate, a ShareSnapshot every 3 updates
+    for mode, count in modes:
         argv = [
             "tool",
             "kafka-console-share-consumer.sh",
@@ -160,7 +170,7 @@ def drive(kafka_dir: Path, bootstrap: str, records: int) -> tuple[str, str, str]
             "--group",
             group,
             "--max-messages",
-            str(count),
+            str(count or records),
             "--timeout-ms",
             "30000",
         ]

@@ -40,10 +40,10 @@ CAPTURE = Path(__file__).resolve().parent.parent / "data" / "share_state"
 STATE_DIR = CAPTURE / "__share_group_state-0"
 
 
-def kafka_dump_log(path: Path) -> list[tuple[int, Any, Any]]:
+def kafka_dump_log(text: str) -> list[tuple[int, Any, Any]]:
     """(offset, key JSON, payload JSON) of each record line of kafka-dump-log's text."""
     out = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if not line.startswith("| offset: "):
             continue
         offset = int(line.split()[2])
@@ -65,7 +65,7 @@ def captured() -> list[tuple[int, int, bytes, bytes | None]]:
 def expected_lines() -> list[tuple[int, Any, Any]]:
     lines = []
     for dump in sorted(CAPTURE.glob("dumplog-0-*.txt")):
-        lines += kafka_dump_log(dump)
+        lines += kafka_dump_log(dump.read_text())
     return lines
 
 
