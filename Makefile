@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/exporter.py
 	$(BIN)/python benchmarks/lag_history.py
 	$(BIN)/python benchmarks/offset_ops.py
+	$(BIN)/python benchmarks/real_broker.py
 	$(BIN)/python benchmarks/diagnosis.py
 	$(BIN)/python benchmarks/console.py
 	$(BIN)/python benchmarks/spark_sources.py
