@@ -624,35 +624,32 @@ class AvroCodec:
         `codec` is one of `container_codecs()` ("null" and "deflate" always; "snappy" with
         cramjam; "zstandard" when fastavro finds its zstd library).
         """
-        if not _codec_available(codec):
-            raise AvroError(
-                f"container codec {codec!r} is not available here (available: "
-                f"{', '.join(container_codecs())}); 'zstandard' needs fastavro's zstd library "
-                "(backports.zstd before Python 3.14)"
-            )
-        count = 0
-
-        def avro_records() -> Iterator[dict[str, Any]]:
-            nonlocal count
-            for canonical in records:
-                avro = self._checked(canonical)
-                count += 1
-                yield avro
-
-        def write(out: IO[bytes]) -> None:
-            try:
-                fastavro.writer(out, self._parsed, avro_records(), codec=codec, metadata=metadata)
-            except AvroError:
-                raise
-            except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as error:
-                raise AvroError(f"record #{count}: cannot write as Avro: {error}") from error
-
+        _require_codec(codec)  # before a file is created
         if isinstance(target, str | PathLike):
             with open(target, "wb") as out:
-                write(out)
-        else:
-            write(target)
-        return count
+                return self._write_all(out, records, codec, metadata)
+        return self._write_all(target, records, codec, metadata)
+
+    def _write_all(
+        self,
+        out: IO[bytes],
+        records: Iterable[dict[str, Any]],
+        codec: str,
+        metadata: dict[str, str] | None,
+    ) -> int:
+        writer = self.container_writer(out, codec, metadata=metadata)
+        for canonical in records:
+            writer.write(canonical)
+        writer.flush()
+        return writer.count
+
+    def container_writer(
+        self, out: IO[bytes], codec: str = "deflate", *, metadata: dict[str, str] | None = None
+    ) -> ContainerWriter:
+        """A container file written record by record; `flush()` ends the current block, so a
+        follower (or a crash) sees every record written before it."""
+        _require_codec(codec)
+        return ContainerWriter(self, out, codec, metadata)
 
     def writes_like(self, writer_schema: Any) -> bool:
         """Whether a container file's writer schema is this codec's own (its records need no
@@ -998,3 +995,38 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _require_codec(codec: str) -> None:
+    if not _codec_available(codec):
+        raise AvroError(
+            f"container codec {codec!r} is not available here (available: "
+            f"{', '.join(container_codecs())}); 'zstandard' needs fastavro's zstd library "
+            "(backports.zstd before Python 3.14)"
+        )
+
+
+class ContainerWriter:
+    """An Avro object container being written (see `AvroCodec.container_writer`)."""
+
+    def __init__(
+        self, codec: AvroCodec, out: IO[bytes], compression: str, metadata: dict[str, str] | None
+    ) -> None:
+        from fastavro.write import Writer
+
+        self._checked = codec._checked
+        self.count = 0
+        self._writer = Writer(out, codec._parsed, codec=compression, metadata=metadata)
+
+    def write(self, canonical: dict[str, Any]) -> None:
+        try:
+            self._writer.write(self._checked(canonical))
+        except AvroError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as error:
+            raise AvroError(f"record #{self.count}: cannot write as Avro: {error}") from error
+        self.count += 1
+
+    def flush(self) -> None:
+        """Write the records held for the current block as a complete block."""
+        self._writer.flush()

@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             if args.format == "avro":
-                records = (record for items in outputs for record in items)
-                output.write_avro(sink, args.output, records, reporter)
+                output.write_avro(sink, args.output, outputs, source.flush_each_chunk, reporter)
             else:
                 output.write_lines(sink, outputs, source.flush_each_chunk)
             if isinstance(sink, output.OutputFile):

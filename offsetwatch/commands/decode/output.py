@@ -167,12 +167,25 @@ def write_lines(output: Output, outputs: Iterator[list[Any]], flush: bool) -> No
 
 
 def write_avro(
-    output: Output, path: str, records: Iterable[dict[str, Any]], reporter: Reporter
+    output: Output,
+    path: str,
+    outputs: Iterable[list[dict[str, Any]]],
+    flush: bool,
+    reporter: Reporter,
 ) -> None:
+    """Canonical records into an Avro container; with `flush` (--follow) each chunk ends a
+    block and is flushed, so the file holds every record read so far."""
     from offsetwatch.decoder.avro import AvroCodec, AvroError
 
     try:
-        AvroCodec().write_container(output.file, records)
+        writer = AvroCodec().container_writer(output.file)
+        for records in outputs:
+            for record in records:
+                writer.write(record)
+            if flush and records:
+                writer.flush()
+                output.flush()
+        writer.flush()
     except BrokenPipeError:
         raise
     except OSError as error:
