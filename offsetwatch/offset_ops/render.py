@@ -136,11 +136,13 @@ MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "A
 
 
 def _assignment(keys: Sequence[tuple[str, int]]) -> str | None:
-    """`orders:0,1,2 refunds:0`, Kafka's `topic:partitions` per topic."""
-    by_topic: dict[str, list[str]] = {}
+    """`orders:0,1,2;refunds:0`: kafka-consumer-groups' CURRENT-ASSIGNMENT, `topic:partitions`
+    per topic in topic order, topics apart by `;` (a space would split the table's column)."""
+    by_topic: dict[str, list[int]] = {}
     for topic, partition in keys:
-        by_topic.setdefault(topic, []).append(str(partition))
-    return " ".join(f"{t}:{','.join(ps)}" for t, ps in by_topic.items()) or None
+        by_topic.setdefault(topic, []).append(partition)
+    text = ";".join(f"{t}:{','.join(map(str, sorted(by_topic[t])))}" for t in sorted(by_topic))
+    return text or None
 
 
 def members_rows(report: GroupReport) -> list[list[Cell]]:
