@@ -65,8 +65,10 @@ from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
     bootstrap_from_env,
+    check_client_config,
     kafka_property_name,
 )
+from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.diagnosis_history import RING_SIZE
 
@@ -733,15 +735,11 @@ def _property_text(name: str, value: Any, source: str) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    where = f"(check --config / {ENV_CONFIG_FILE})"
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError(
-            f"config file {path} not found (check --config / {ENV_CONFIG_FILE})"
-        ) from None
-    except OSError as error:
-        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+        return tomllib.loads(read_text(path, "config file"))
+    except TextFileError as error:
+        raise ConfigError(f"{error} {where}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
 
@@ -752,7 +750,11 @@ def _suggest(name: str, known: list[str]) -> str:
 
 
 def _apply_file(
-    path: Path, values: dict[str, Any], kafka: dict[str, str], sources: dict[str, str]
+    path: Path,
+    values: dict[str, Any],
+    kafka: dict[str, str],
+    sources: dict[str, str],
+    origins: dict[str, str],
 ) -> None:
     document = _read_toml(path)
     source = str(path)
@@ -769,6 +771,7 @@ def _apply_file(
                 raise ConfigError(f"'kafka' in {source} must be a table: [kafka]")
             for name, item in _flatten(value).items():
                 kafka[name] = _property_text(name, item, source)
+                origins[name] = f'"{name}" in the [kafka] table of {source}'
             continue
         setting = _BY_NAME.get(key)
         if setting is None:
@@ -785,6 +788,7 @@ def _apply_env(
     values: dict[str, Any],
     kafka: dict[str, str],
     sources: dict[str, str],
+    origins: dict[str, str],
 ) -> None:
     by_env = {s.env: s for s in _SETTINGS if s.name != _BOOTSTRAP}
     try:
@@ -804,12 +808,17 @@ def _apply_env(
             values[setting.name] = _from_text(setting, text, key)
             sources[setting.name] = key
         elif key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
-            kafka[kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])] = text
+            name = kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])
+            kafka[name], origins[name] = text, key
         # other OFFSETWATCH_* variables (OFFSETWATCH_CONFIG, test settings) are not ours
 
 
 def _apply_args(
-    args: argparse.Namespace, values: dict[str, Any], kafka: dict[str, str], sources: dict[str, str]
+    args: argparse.Namespace,
+    values: dict[str, Any],
+    kafka: dict[str, str],
+    sources: dict[str, str],
+    origins: dict[str, str],
 ) -> None:
     for setting in _SETTINGS:
         # the brokers' flag has the dest every command's connection options share
@@ -822,7 +831,8 @@ def _apply_args(
         values[setting.name] = given
         sources[setting.name] = setting.flag
     # (key, value) pairs, checked by the -X option itself (offsetwatch.core.connection)
-    kafka.update(getattr(args, "kafka_properties", None) or ())
+    for name, value in getattr(args, "kafka_properties", None) or ():
+        kafka[name], origins[name] = value, f"-X {name}"
 
 
 def load_config(
@@ -833,15 +843,33 @@ def load_config(
     values: dict[str, Any] = {}
     kafka: dict[str, str] = {}
     sources: dict[str, str] = {}
+    #: property -> the flag, variable or file key it came from (for error messages)
+    origins: dict[str, str] = {}
     config_file = getattr(args, "config", None) or env.get(ENV_CONFIG_FILE) or None
     if config_file is not None:
-        _apply_file(Path(config_file), values, kafka, sources)
-    _apply_env(env, values, kafka, sources)
-    _apply_args(args, values, kafka, sources)
+        _apply_file(Path(config_file), values, kafka, sources, origins)
+    _apply_env(env, values, kafka, sources, origins)
+    _apply_args(args, values, kafka, sources, origins)
     try:
-        return ExporterConfig(**values, kafka_properties=kafka)
+        config = ExporterConfig(**values, kafka_properties=kafka)
     except ConfigError as error:
         raise ConfigError(_with_source(str(error), sources)) from None
+    check_kafka_settings(config, origins)
+    return config
+
+
+def check_kafka_settings(config: ExporterConfig, origins: Mapping[str, str] | None = None) -> None:
+    """Refuse at start the librdkafka settings that can never work (an unknown property, a
+    bad value, an SSL file librdkafka cannot load), naming where each came from: otherwise
+    the daemon would start, serve /healthz, and fail in a background thread."""
+    properties = {**config.kafka_properties, "bootstrap.servers": config.bootstrap_servers}
+    named = dict(origins or {})
+    try:
+        check_client_config(properties, named, "consumer")
+        if config.publish_topic is not None:
+            check_client_config(properties, named, "producer")
+    except ConnectionOptionError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _with_source(message: str, sources: dict[str, str]) -> str:

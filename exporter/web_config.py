@@ -42,6 +42,8 @@ from typing import Any, Final
 import bcrypt
 import yaml
 
+from offsetwatch.core.textfiles import TextFileError, read_text
+
 __all__ = ["BasicAuth", "TlsSettings", "WebConfig", "WebConfigError", "load_web_config"]
 
 log = logging.getLogger(__name__)
@@ -111,9 +113,9 @@ def load_web_config(path: str | Path) -> WebConfig:
     """Parse and check a web configuration file (TLS files are loaded to check them)."""
     source = Path(path)
     try:
-        document = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise WebConfigError(f"{source}: cannot read: {error.strerror or error}") from None
+        document = yaml.safe_load(read_text(source, "web configuration file"))
+    except TextFileError as error:
+        raise WebConfigError(str(error)) from None
     except yaml.YAMLError as error:
         raise WebConfigError(f"{source}: not valid YAML: {error}") from None
     if document is None:

@@ -181,6 +181,8 @@ _CREATE: Final = re.compile(r"^Failed to create (?:consumer|producer|admin clien
 #: error_cb codes after which a probe cannot succeed: waiting longer only delays the message
 _FATAL: Final = frozenset({"_ALL_BROKERS_DOWN", "_AUTHENTICATION"})
 ClientKind = Literal["consumer", "producer", "admin"]
+#: a probe's metadata call waits at most this long before error_cb is looked at again
+_PROBE_STEP_S: Final = 0.5
 
 
 def _redact(text: str, config: Mapping[str, Any]) -> str:
@@ -281,21 +283,28 @@ def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout
         admin = _new_client("admin", settings)
     except (KafkaException, TypeError, ValueError) as error:
         raise _client_error(error, config, origins) from None
-    future = admin.describe_cluster(request_timeout=timeout_s)
+    # metadata in short steps, serving error_cb between them: librdkafka reports refused
+    # connections and failed logins there at once, while a metadata call would wait its
+    # whole timeout (every client answers metadata, librdkafka's mock cluster included)
     deadline = time.monotonic() + timeout_s
-    while not future.done() and time.monotonic() < deadline:
-        admin.poll(0.05)
-        if any(name in _FATAL for name, _ in seen):
+    failure: BaseException | None = None
+    while True:
+        step = max(0.001, min(_PROBE_STEP_S, deadline - time.monotonic()))
+        try:
+            admin.list_topics(timeout=step)
+            return
+        except KafkaException as error:
+            failure = error
+        admin.poll(0)
+        if any(name in _FATAL for name, _ in seen) or time.monotonic() >= deadline:
             break
-    if future.done() and future.exception() is None:
-        return
     reasons = [text for name, text in seen if name != "_ALL_BROKERS_DOWN"]
     if reasons:
         reason = reasons[-1]
-    elif future.done():
-        reason = _redact(kafka_error_text(future.exception()), config)
+    elif seen:
+        reason = seen[-1][1]
     else:
-        reason = f"no answer within {timeout_s:g}s"
+        reason = f"no answer within {timeout_s:g}s ({_redact(kafka_error_text(failure), config)})"
     bootstrap = config.get("bootstrap.servers", "?")
     origin = origins.get("bootstrap.servers", BOOTSTRAP_FLAGS[0])
     raise ConnectionOptionError(

@@ -122,7 +122,7 @@ def test_environment_mapping() -> None:
         "OFFSETWATCH_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
         "OFFSETWATCH_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
         "OFFSETWATCH_KAFKA_SASL_PASSWORD": "hunter2",
-        "OFFSETWATCH_KAFKA_SSL_ENGINE__ID": "pkcs11",  # __ is a literal underscore
+        "OFFSETWATCH_KAFKA_LOG__LEVEL": "6",  # __ is a literal underscore
         "OFFSETWATCH_CONFORMANCE_DIR": "/somewhere",  # not ours: ignored
         "KAFKA_SASL_MECHANISM": "PLAIN",  # no prefix: ignored
     }
@@ -136,7 +136,7 @@ def test_environment_mapping() -> None:
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.password": "hunter2",
-        "ssl.engine_id": "pkcs11",
+        "log_level": "6",
     }
 
 

@@ -15,7 +15,11 @@ from pathlib import Path
 
 from offsetwatch import decode_inputs as inputs
 from offsetwatch.commands import UsageError
-from offsetwatch.core.connection import ConnectionOptionError, kafka_config
+from offsetwatch.core.connection import (
+    ConnectionOptionError,
+    check_client_config,
+    kafka_config_origins,
+)
 
 
 def open_source(
@@ -23,12 +27,12 @@ def open_source(
 ) -> inputs.Source:
     """The input the options ask for, ready to read; the stack closes it."""
     try:
-        kafka = kafka_config(args, os.environ, reserved_env)
+        kafka, origins = kafka_config_origins(args, os.environ, reserved_env)
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
     kind = _input_kind(args, kafka)
     if kind == "topic":
-        source = stack.enter_context(closing(_topic_source(args, kafka)))
+        source = stack.enter_context(closing(_topic_source(args, kafka, origins)))
         # connects: the stack closes the consumer should that fail half way
         source.open()
         return source
@@ -91,12 +95,19 @@ def _file_source(kind: str, args: argparse.Namespace) -> inputs.Source:
     return inputs.SegmentSource(args.paths, _partitions(args), args.max_batch_bytes)
 
 
-def _topic_source(args: argparse.Namespace, kafka: Mapping[str, str]) -> inputs.TopicSource:
+def _topic_source(
+    args: argparse.Namespace, kafka: Mapping[str, str], origins: Mapping[str, str]
+) -> inputs.TopicSource:
     if args.paths:
         raise UsageError("the live topic takes no PATH (did you mean --input segments?)")
     config = inputs.client_config(None, args.isolation, kafka.items())
     if "bootstrap.servers" not in config:
         raise UsageError("the live topic needs --bootstrap-server HOST:PORT")
+    try:
+        # names the -X flag or the variable a bad property came from
+        check_client_config(config, origins, "consumer")
+    except ConnectionOptionError as error:
+        raise UsageError(str(error)) from None
     return inputs.TopicSource(
         config,
         args.topic,
