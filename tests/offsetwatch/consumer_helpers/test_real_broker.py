@@ -254,9 +254,10 @@ def _close(readers: Iterable[Reader]) -> None:
 #: a member about to be held pauses each partition after this many records: every
 #: partition begins, none finishes, so whichever moves has progress to lose
 PACE = 5
-#: the application commits (through the helper) after every this many records; the
-#: hand-over of a partition that moves relies on the helper's on_revoke
-COMMIT_EVERY = 8
+#: the application commits (through the helper) after every this many records: more than a
+#: first member reads before it is held, so what it read of a partition that moves reaches
+#: the next owner through the helper's on_revoke commit alone
+COMMIT_EVERY = PACE * PARTITIONS + 1
 
 
 class _Scenario:
