@@ -52,10 +52,24 @@ DEADLINE_S: Final = 90.0
 #: how many mismatches a failure message quotes
 SHOW: Final = 5
 BEFORE_EVERYTHING: Final = "2000-01-01T00:00:00Z"
+#: commit metadata after the cutoff: non-ASCII, control characters and JSON's own escapes,
+#: which kafka-dump-log prints in its own way (raw UTF-8, \u0001, \")
+METADATA: Final = 'after é 日本 \u2028 \x01 \t "q" \\ / 😀'
+
 AFTER_EVERYTHING: Final = "2100-01-01T00:00:00Z"
 
 Position = tuple[int, int]
 Committed = dict[tuple[str, int], tuple[int, int, str]]
+
+
+def _lines(text: str) -> list[str]:
+    """JSON lines end with \n only: str.splitlines() would also cut at a raw U+2028 inside a
+    string (valid JSON, and what kafka-dump-log prints)."""
+    if not text:
+        return []
+    *lines, last = text.split("\n")
+    assert last == "", f"the last line has no newline: {last!r}"
+    return lines
 
 
 def _now_ms() -> int:
@@ -148,7 +162,7 @@ def workload(kafka_broker: Broker) -> Workload:
     cutoff = _now_ms() + 1
     while _now_ms() <= cutoff:
         time.sleep(0.001)
-    broker.commit(work.simple, {(topic, 0): 2, (topic, 1): 3}, metadata="after")
+    broker.commit(work.simple, {(topic, 0): 2, (topic, 1): 3}, metadata=METADATA)
     fast_classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
     _consume_and_commit(
         broker, work.classic, topic, 6, **{"group.protocol": "classic"}, **fast_classic
@@ -277,7 +291,7 @@ def _canonical(raws: list[Raw]) -> list[dict[str, Any]]:
 def _decode(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:
     code = main(["decode", *argv])
     captured = capsys.readouterr()
-    return code, [json.loads(line) for line in captured.out.splitlines()], captured.err
+    return code, [json.loads(line) for line in _lines(captured.out)], captured.err
 
 
 def _assert_is_the_topic_from(
@@ -344,7 +358,7 @@ def test_live_from_a_time_is_every_record_at_or_after_it(
     _assert_is_the_topic_from(kafka_broker, decoded, starts, floor)
     # what the workload did after the cutoff is there, what it did before is not
     assert not _mine(decoded, workload.early)
-    assert _metadata_of(_mine(decoded, workload.simple)) == {"after\x00"}
+    assert _metadata_of(_mine(decoded, workload.simple)) == {METADATA + "\x00"}
     for group in workload.groups[1:]:
         assert _mine(decoded, group), group
     assert {r["type"] for r in _mine(decoded, workload.classic)} >= {"group_metadata"}
@@ -376,7 +390,7 @@ def test_live_from_before_everything_is_the_whole_topic(
     starts = {p: low for p, (low, _high) in floor.items()}  # the log start offsets
     _assert_is_the_topic_from(kafka_broker, decoded, starts, floor)
     assert _mine(decoded, workload.early)
-    assert _metadata_of(_mine(decoded, workload.simple)) == {"before\x00", "after\x00"}
+    assert _metadata_of(_mine(decoded, workload.simple)) == {"before\x00", METADATA + "\x00"}
 
 
 @pytest.mark.parametrize("start", [AFTER_EVERYTHING, "end"])
@@ -416,7 +430,7 @@ def _parse_dump_log(text: str) -> KafkaDump:
     decoder = json.JSONDecoder()
     partition = -1
     batch: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         if line.startswith("Dumping "):
             partition = int(Path(line.removeprefix("Dumping ")).parent.name.rsplit("-", 1)[1])
         elif line.startswith("baseOffset: "):
@@ -460,7 +474,7 @@ def _decode_to_file(target: Path, *argv: str) -> list[str]:
     code = main(["decode", *argv, "--output", str(target)])
     # 1 would mean a record or batch could not be decoded (its line is on stderr)
     assert code == 0
-    return target.read_text().splitlines()
+    return _lines(target.read_bytes().decode("utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -530,7 +544,7 @@ def test_live_dump_log_of_one_partition_is_kafka_dump_log(
     code = main(["decode", *argv, "--from", str(workload.cutoff), "--format", "dump-log", *FAST])
     captured = capsys.readouterr()
     assert (code, captured.err) == (0, "")
-    lines = captured.out.splitlines()
+    lines = _lines(captured.out)
     # the live read is in offset order; markers take offsets but are no records
     offsets = sorted(o for p, o in segments.kafka.records if p == partition and o >= start)
     # the copy was made before this run: the run reads all of it, and what others committed
@@ -588,8 +602,8 @@ def test_segments_json_ends_with_the_offsets_of_offset_fetch(
     topic = workload.topic
     assert _offset_fetch(kafka_broker, workload.deleted) == {}
     assert _offset_fetch(kafka_broker, workload.simple) == {
-        (topic, 0): (2, -1, "after"),
-        (topic, 1): (3, -1, "after"),
+        (topic, 0): (2, -1, METADATA),
+        (topic, 1): (3, -1, METADATA),
     }
     assert {k: v[0] for k, v in _offset_fetch(kafka_broker, workload.transactional).items()} == {
         (topic, 0): 2,
@@ -601,7 +615,7 @@ def test_segments_json_ends_with_the_offsets_of_offset_fetch(
 
 
 def _one_line_each(err: str) -> list[str]:
-    lines = err.splitlines()
+    lines = _lines(err)
     assert lines and all(line.startswith("offsetwatch: ") for line in lines), err
     return lines
 
