@@ -254,6 +254,8 @@ class _Server(HTTPServer):
         #: ids of connections handed over to event-stream threads
         self.detached: set[int] = set()
         self.detached_lock = threading.Lock()
+        # before binding: a failed bind (port in use) calls server_close(), which stops them
+        self.workers: list[threading.Thread] = []
         super().__init__(address, _Handler)
         self.workers = [
             threading.Thread(target=self._work, name=f"offsetwatch-http-worker-{i}", daemon=True)

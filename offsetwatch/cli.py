@@ -16,7 +16,13 @@ import threading
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 
-from offsetwatch.commands import RESERVED_ENV_DEST, UsageError, option_env_names, registrars
+from offsetwatch.commands import (
+    RESERVED_ENV_DEST,
+    OneLineParser,
+    UsageError,
+    option_env_names,
+    registrars,
+)
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -39,13 +45,16 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # every subcommand's parser is of the root's class: usage errors are one line everywhere
+    parser = OneLineParser(
         prog="offsetwatch",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        title="commands", metavar="COMMAND", dest="command", parser_class=OneLineParser
+    )
     for register in registrars():
         register(subparsers)
     parser.set_defaults(**{RESERVED_ENV_DEST: frozenset(option_env_names([parser]))})
@@ -114,6 +123,29 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as error:
+        message = _last_resort(error)
+        if message is None:
+            raise  # a bug: its traceback is what a report needs
+        print(f"offsetwatch: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _last_resort(error: Exception) -> str | None:
+    """One line for a file or Kafka client error that no command turned into a UsageError
+    (each should: this is the net under them, so the operator never gets a traceback for
+    what the environment did)."""
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}; check the path and its permissions"
+    if type(error).__name__ == "KafkaException":
+        from offsetwatch.core.connection import kafka_error_text
+
+        return (
+            f"Kafka: {kafka_error_text(error)}; check --bootstrap-server and the -X / "
+            "OFFSETWATCH_KAFKA_* settings"
+        )
+    return None
 
 
 if __name__ == "__main__":

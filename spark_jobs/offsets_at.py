@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from offsetwatch.decoder import contract
-from offsetwatch.instants import epoch_or_iso_ms
+from offsetwatch.instants import InstantRangeError, epoch_or_iso_ms
 from offsetwatch.spark_jobs import lake_schema as ls
 from offsetwatch.spark_jobs.lake_store import BOOKKEEPING
 from offsetwatch.spark_jobs.schema import TXN_COLUMN
@@ -48,6 +48,8 @@ def parse_time(text: str) -> int:
     """Epoch milliseconds of `text`: epoch ms digits, or ISO 8601 (no zone means UTC)."""
     try:
         return epoch_or_iso_ms(text)
+    except InstantRangeError as error:
+        raise ValueError(f"time {error}") from None
     except ValueError:
         raise ValueError(
             f"time {text!r}: give ISO 8601 (2026-11-21T08:00:00Z) or epoch milliseconds"

@@ -23,16 +23,23 @@ Shared conventions, provided here:
   `kafka_properties_from_env` is its reader of `OFFSETWATCH_KAFKA_<NAME>` variables.
 * `Repeat`: the action for repeatable options whose command-line values replace (not extend) a
   list taken from the environment.
+* `integer(low, high)`, `seconds(low, high)`: argparse types that range-check a number where
+  it is parsed (a number librdkafka, Kafka or a thread wait cannot take is refused as a usage
+  error naming the flag, never an OverflowError later); `OneLineParser`: argparse's errors as
+  one `offsetwatch: error: ...` line; `listen_error`: the message for a port that cannot be
+  listened on.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import math
 import os
 import pkgutil
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from offsetwatch.core.connection import (
     CONNECTION_DESTS,
@@ -48,14 +55,21 @@ if TYPE_CHECKING:
 __all__ = [
     "ENV_KAFKA_PREFIX",
     "ENV_PREFIX",
+    "INT32_MAX",
+    "INT64_MAX",
+    "MAX_WAIT_S",
+    "OneLineParser",
     "Repeat",
     "UsageError",
     "apply_env_defaults",
     "env_names",
+    "integer",
     "kafka_properties_from_env",
+    "listen_error",
     "option_env_names",
     "registrars",
     "reserved_env",
+    "seconds",
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
@@ -65,6 +79,69 @@ _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
 
 class UsageError(Exception):
     """A usage or configuration problem: exit code 2, with a message saying what to do."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as one `offsetwatch: error: ...` line naming the option (its
+    default prints the whole usage block first); subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"offsetwatch: error: {message} (see {self.prog} --help)\n")
+
+
+INT32_MAX: Final = 2**31 - 1
+INT64_MAX: Final = 2**63 - 1
+#: the longest wait any command takes: librdkafka's timeouts are int32 milliseconds
+MAX_WAIT_S: Final = INT32_MAX // 1000
+
+
+def integer(low: int, high: int, what: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (Kafka offsets are int64, partitions
+    int32, ports 0-65535)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: give {what or 'an integer'} from {low} to {high}"
+            )
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in "invalid <name> value" messages
+    return parse
+
+
+def seconds(low: float, high: float = MAX_WAIT_S) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds in [low, high]. `1e309` (infinity), `nan`
+    and a wait so short it is 0 ms to librdkafka are refused where they are typed."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: give {low:.10g} to {high:.10g} seconds"
+            )
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def listen_error(host: str, port: int, error: OSError, flag: str = "--http-port") -> str:
+    """What to do when a server cannot listen on host:port, by the reason."""
+    where = f"cannot listen on {host}:{port}: {error.strerror or error}"
+    if error.errno == errno.EADDRINUSE:
+        held = f"another process holds port {port}"
+        return f"{where} ({held}): choose another {flag} (0 picks a free one)"
+    if error.errno == errno.EACCES:
+        return f"{where}: ports below 1024 need privileges, choose another {flag}"
+    return f"{where}: check --http-host (an address of this host) and {flag}"
 
 
 def registrars() -> Iterator[Callable[[Subparsers], argparse.ArgumentParser]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env
+from offsetwatch.commands import OneLineParser, UsageError, apply_env_defaults, reserved_env
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
@@ -28,11 +28,10 @@ connection:
   The command line wins over the environment."""
 
 
-class OneLineErrors(argparse.ArgumentParser):
-    """Usage errors in one line that names the option (argparse prints the whole usage)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+class OneLineErrors(OneLineParser):
+    """Usage errors in one line that names the option (argparse prints the whole usage): the
+    same `offsetwatch: error: ...` line as every command's (kept as a name for the nested
+    parsers that ask for it)."""
 
 
 def broker_from_args(args: argparse.Namespace) -> OffsetBroker:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from offsetwatch.commands import integer, seconds
+
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
     from offsetwatch.exporter.snapshot import Snapshot
@@ -60,17 +62,21 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--duration",
-        type=float,
+        type=seconds(0.0),
         default=0.0,
         metavar="SECONDS",
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     parser.add_argument(
-        "--http-port", type=int, default=9380, help="port of /metrics and the API (default 9380)"
+        "--http-port",
+        type=integer(0, 65535, "a TCP port"),
+        default=9380,
+        help="port of /metrics and the API (default 9380; 0 picks a free one)",
     )
     parser.add_argument(
         "--status-window-s",
-        type=float,
+        # the demo samples log ends every 2 s: the window must span two samples
+        type=seconds(4.0),
         default=30.0,
         metavar="SECONDS",
         help="status window (default 30 s, short so the demo shows statuses quickly)",
@@ -169,7 +175,7 @@ def _plain_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offsetwatch.commands import UsageError
+    from offsetwatch.commands import UsageError, listen_error
     from offsetwatch.exporter.config import ExporterConfig
     from offsetwatch.exporter.service import ExporterService
     from offsetwatch.mock_cluster import MockCluster
@@ -195,13 +201,12 @@ def run(args: argparse.Namespace) -> int:
             archive_roll_s=60.0,
             log_level="WARNING",
         )
+        service = ExporterService(config)
         try:
-            service = ExporterService(config)
             service.start()
         except OSError as error:
-            raise UsageError(
-                f"cannot listen on port {args.http_port} ({error}); try --http-port 0"
-            ) from None
+            service.shutdown()
+            raise UsageError(listen_error("127.0.0.1", args.http_port, error)) from None
         service.run_in_background()
         url = service.http.url
         # before the live table takes the terminal: the one line to open in a browser

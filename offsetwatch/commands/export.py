@@ -7,7 +7,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError
+from offsetwatch.commands import UsageError, listen_error
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -88,9 +88,8 @@ def run(args: argparse.Namespace) -> int:
         service.start()
     except OSError as error:
         service.shutdown()
-        raise UsageError(
-            f"cannot listen on {config.http_host}:{config.http_port} ({error}); "
-            "choose another --http-port"
-        ) from None
+        raise UsageError(listen_error(config.http_host, config.http_port, error)) from None
     service.run()
-    return 0
+    # a final checkpoint or flush that failed was logged as an ERROR saying what it costs;
+    # a supervisor must see it in the exit status too
+    return 1 if service.exporter.close_failed else 0

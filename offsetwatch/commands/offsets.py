@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError
+from offsetwatch.commands import INT64_MAX, UsageError, integer
 from offsetwatch.commands._offset_common import (
     CONNECTION_HELP,
     OneLineErrors,
@@ -134,8 +134,15 @@ def _register_reset(nested: Nested) -> None:
     )
     where.add_argument("--to-earliest", action="store_true", help="the log start")
     where.add_argument("--to-latest", action="store_true", help="the log end")
-    where.add_argument("--to-offset", type=int, metavar="N", help="offset N")
-    where.add_argument("--shift-by", type=int, metavar="N", help="the current offset plus N")
+    where.add_argument(
+        "--to-offset", type=integer(0, INT64_MAX, "an offset"), metavar="N", help="offset N"
+    )
+    where.add_argument(
+        "--shift-by",
+        type=integer(-INT64_MAX, INT64_MAX, "a shift"),
+        metavar="N",
+        help="the current offset plus N",
+    )
     where.add_argument(
         "--to-datetime", metavar="TIME", help="ISO 8601 time, UTC unless it has an offset"
     )
@@ -309,7 +316,7 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
         except (OSError, UnicodeDecodeError) as error:
             raise UsageError(f"--from-file {args.from_file}: cannot read it: {error}") from None
         return plan.ToOffsets(parse_offsets_csv(text, args.from_file), args.from_file, True)
-    time_ms = parse_datetime_ms(args.to_history_time)
+    time_ms = parse_datetime_ms(args.to_history_time, "--to-history-time")
     plan.check_time(time_ms, now_ms, f"--to-history-time {args.to_history_time}")
     if not args.history:
         raise UsageError("--to-history-time needs --history DIR (the Spark history)")

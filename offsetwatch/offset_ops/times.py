@@ -5,17 +5,20 @@ them): offsetwatch's one parser of each, with the option named in the error."""
 from __future__ import annotations
 
 from offsetwatch.durations import EXAMPLES, parse_duration_ms
-from offsetwatch.instants import iso_epoch_ms
+from offsetwatch.instants import InstantRangeError, iso_epoch_ms
 from offsetwatch.offset_ops.model import OffsetOpsError
 
 
-def parse_datetime_ms(text: str) -> int:
-    """`2026-11-20T09:00:00Z`, `2026-11-20T09:00:00.250+01:00`; UTC when no offset is given."""
+def parse_datetime_ms(text: str, flag: str = "--to-datetime") -> int:
+    """`2026-11-20T09:00:00Z`, `2026-11-20T09:00:00.250+01:00`; UTC when no offset is given.
+    Errors name `flag`, the option the text came from."""
     try:
         return iso_epoch_ms(text)
+    except InstantRangeError as error:
+        raise OffsetOpsError(f"{flag} {error}") from None
     except ValueError:
         raise OffsetOpsError(
-            f"--to-datetime {text!r}: expected an ISO 8601 time like 2026-11-20T09:00:00Z"
+            f"{flag} {text!r}: expected an ISO 8601 time like 2026-11-20T09:00:00Z"
         ) from None
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from typing import TYPE_CHECKING, Final
 
-from offsetwatch.commands import Repeat
+from offsetwatch.commands import INT32_MAX, Repeat, seconds
 from offsetwatch.core.connection import add_connection_options
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.instants import epoch_or_iso_ms
+from offsetwatch.instants import InstantRangeError, epoch_or_iso_ms
 
 if TYPE_CHECKING:
     from offsetwatch.decode_inputs import StartPosition
@@ -132,12 +133,21 @@ def parse_start(text: str) -> StartPosition:
     if lowered in ("end", "latest"):
         return StartPosition("end")
     try:
-        return StartPosition("timestamp", epoch_or_iso_ms(text))
+        timestamp = epoch_or_iso_ms(text)
+    except InstantRangeError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a start position: use beginning, end, an ISO-8601 time like "
             "2026-11-20T09:00:00Z (UTC unless it has an offset), or epoch milliseconds"
         ) from None
+    if timestamp > time.time() * 1000:
+        # every partition would start at its end: say so rather than wait for nothing
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is in the future: give a past time, or --from end --follow to read "
+            "only records written from now on"
+        )
+    return StartPosition("timestamp", timestamp)
 
 
 def parse_partition(text: str) -> int:
@@ -145,8 +155,8 @@ def parse_partition(text: str) -> int:
         partition = int(text)
     except ValueError:
         partition = -1
-    if partition < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number")
+    if not 0 <= partition <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number (0 to {INT32_MAX})")
     return partition
 
 
@@ -187,14 +197,10 @@ def parse_regex(text: str) -> re.Pattern[str]:
         ) from None
 
 
-def parse_timeout(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return seconds
+#: shorter than this, librdkafka cannot even connect: the run would fail blaming the cluster
+MIN_TIMEOUT_S: Final = 0.1
+#: --timeout: finite, at least MIN_TIMEOUT_S, at most librdkafka's longest (int32 ms)
+parse_timeout: Final = seconds(MIN_TIMEOUT_S)
 
 
 def parse_size(text: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import Repeat, UsageError
+from offsetwatch.commands import INT32_MAX, Repeat, UsageError, integer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,7 +30,7 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--shuffle-partitions",
-        type=int,
+        type=integer(1, INT32_MAX),
         default=None,
         metavar="N",
         help="spark.sql.shuffle.partitions (default: 2 x cores in local mode, Spark's otherwise)",

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from offsetwatch.commands import UsageError, apply_env_defaults
+from offsetwatch.commands import UsageError, apply_env_defaults, seconds
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
 from offsetwatch.durations import parse_duration_ms
 from offsetwatch.instants import instant_or_ago_ms
@@ -76,7 +76,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--lag-slo",
-        type=float,
+        type=seconds(0.001),
         default=300.0,
         metavar="SECONDS",
         help="lag-SLO episodes when lag seconds exceed this (default: 300)",

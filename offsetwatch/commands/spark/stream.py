@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env
+from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env, seconds
 from offsetwatch.commands.spark._common import add_spark_options, session_from_args
 from offsetwatch.core.connection import (
     ConnectionOptionError,
@@ -82,7 +82,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--alertmanager", metavar="URL", help="Alertmanager base URL")
     parser.add_argument(
         "--resend-s",
-        type=float,
+        type=seconds(1.0),
         default=60.0,
         help="re-send active alerts to Alertmanager this often (keep below its "
         "resolve_timeout, 5 min by default) (default: 60)",
@@ -95,7 +95,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--runbook-base", help="runbook_url is this + '#<kind>'")
     parser.add_argument("--alerts-topic", help="also send alerts to this Kafka topic")
     parser.add_argument(
-        "--trigger-s", type=float, default=30.0, help="micro-batch interval (default: 30)"
+        "--trigger-s", type=seconds(0.1), default=30.0, help="micro-batch interval (default: 30)"
     )
     parser.add_argument(
         "--watermark",
