@@ -18,12 +18,15 @@ An item is one of
   a segment, transient client errors).
 
 Sources raise `UsageError` for problems the operator must fix before anything can be read
-(missing files, an unreachable cluster, a topic that does not exist).
+(missing files, an unreachable cluster, a topic that does not exist). A file or directory that
+exists but cannot be read (permissions, an I/O error) is a `BadInput` naming it: like `cat a b`,
+the readable inputs are still decoded and the exit code says something was missed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -145,9 +148,15 @@ class HexJsonlSource(Source):
 
     def chunks(self) -> Iterator[Chunk]:
         for label, opener, _size in self._inputs:
-            stream = opener()
+            try:
+                stream = opener()
+            except OSError as error:
+                yield Chunk([unreadable(label, error)], 0, label)
+                continue
             try:
                 yield from self._read(stream, label)
+            except OSError as error:  # an I/O error half way: what was read stands
+                yield Chunk([unreadable(label, error)], 0, label)
             finally:
                 if label != "stdin":
                     stream.close()
@@ -167,6 +176,12 @@ class HexJsonlSource(Source):
                 nbytes = 0
         if items or nbytes:
             yield Chunk(items, nbytes, label)
+
+
+def unreadable(where: str | Path, error: OSError) -> BadInput:
+    """An input that exists but cannot be read: named, skipped, counted as a failure."""
+    reason = error.strerror or str(error)
+    return BadInput(str(where), f"cannot read it ({reason}): skipped; check its permissions")
 
 
 def _file_opener(path: Path) -> Opener:
@@ -245,6 +260,8 @@ class SegmentSource(Source):
         self.max_batch_bytes = max_batch_bytes or DEFAULT_MAX_BATCH_BYTES
 
         groups: dict[Path, _PartitionFiles] = {}
+        #: inputs that exist but cannot be listed: reported first by chunks()
+        self._unreadable: list[BadInput] = []
 
         def group(directory: Path) -> _PartitionFiles:
             found = groups.get(directory)
@@ -257,22 +274,26 @@ class SegmentSource(Source):
             if path.is_file():
                 group(path.resolve().parent).files.append(path.resolve())
             elif path.is_dir():
-                logs = _log_files(path)
+                try:
+                    logs = _log_files(path)
+                    subdirs = [] if logs else _offsets_dirs(path)
+                except OSError as error:
+                    self._unreadable.append(unreadable(raw, error))
+                    continue
                 if logs:
                     group(path.resolve()).files.extend(logs)
                     continue
-                subdirs = sorted(
-                    (d for d in path.iterdir() if d.is_dir() and _is_offsets_dir(d)),
-                    key=lambda d: partition_of_dir(d) or 0,
-                )
                 if not subdirs:
                     raise UsageError(
                         f"no segment files in {raw}: give .log files, a {OFFSETS_TOPIC}-<p> "
                         f"directory or a Kafka log directory holding {OFFSETS_TOPIC}-* "
                         "directories"
                     )
-                for sub in subdirs:
-                    group(sub.resolve()).files.extend(_log_files(sub.resolve()))
+                for sub in sorted(subdirs, key=lambda d: partition_of_dir(d) or 0):
+                    try:
+                        group(sub.resolve()).files.extend(_log_files(sub.resolve()))
+                    except OSError as error:
+                        self._unreadable.append(unreadable(sub, error))
             else:
                 raise UsageError(
                     f"segment input {raw} does not exist: give .log files or "
@@ -290,6 +311,8 @@ class SegmentSource(Source):
     def chunks(self) -> Iterator[Chunk]:
         from offsetwatch.decoder.segments import TransactionResolver
 
+        if self._unreadable:
+            yield Chunk(list(self._unreadable), 0, "segments")
         for item in self._groups:
             partition = -1 if item.partition is None else item.partition
             if item.partition is None:
@@ -350,7 +373,7 @@ class SegmentSource(Source):
             path=file, verify_crc=False, on_error=bad_batch, max_batch_bytes=max_batch_bytes
         )
         try:
-            for batch in reader:
+            for batch in _readable(reader, file, items):
                 header = batch.header
                 if not header.crc_valid:
                     items.append(
@@ -409,8 +432,27 @@ def _base_offset(path: Path) -> tuple[int, str]:
     return (int(path.stem), path.name) if path.stem.isdigit() else (-1, path.name)
 
 
+def _readable(reader: Iterable[Any], file: Path, items: list[Item]) -> Iterator[Any]:
+    """The reader's batches; an OSError (no permission, an I/O error) ends them with a
+    BadInput naming the file, after the batches read so far."""
+    try:
+        yield from reader
+    except OSError as error:
+        items.append(unreadable(file, error))
+
+
 def _log_files(directory: Path) -> list[Path]:
-    return sorted((p.resolve() for p in directory.glob("*.log") if p.is_file()), key=_base_offset)
+    """The .log files of a directory, in base-offset order. Listed with os.scandir, not glob:
+    glob answers nothing for a directory it may not read, which would read as "no segment
+    files" instead of "cannot read"."""
+    with os.scandir(directory) as entries:
+        names = [e.name for e in entries if e.name.endswith(".log") and e.is_file()]
+    return sorted((directory.joinpath(n).resolve() for n in names), key=_base_offset)
+
+
+def _offsets_dirs(directory: Path) -> list[Path]:
+    with os.scandir(directory) as entries:
+        return [Path(e.path) for e in entries if e.is_dir() and _is_offsets_dir(Path(e.path))]
 
 
 def _is_offsets_dir(path: Path) -> bool:
