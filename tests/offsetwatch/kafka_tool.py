@@ -65,8 +65,8 @@ def consumer_groups_tool(broker: Broker, *args: str) -> str:
 
 def tools_in_parallel(broker: Broker, calls: Sequence[Sequence[str]]) -> list[str]:
     """Several `kafka-consumer-groups.sh` runs at once: each is a JVM start (seconds of CPU),
-    the runs only read, and the machine has two cores."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    the runs only read; a part of each run waits for the broker, so three share two cores."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
         return list(pool.map(lambda args: consumer_groups_tool(broker, *args), calls))
 
 
