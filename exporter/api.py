@@ -221,6 +221,21 @@ def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
         body["ready"] = True
         body["ready_since_ms"] = stats.ready_since_ms
         body["ready_since"] = _time(stats.ready_since_ms)
+    # a failing sink does not make the metrics wrong, so it does not make the exporter
+    # unready; it is named here (and in offsetwatch_sink_up), never blamed on the source
+    failing = [
+        {
+            "sink": health.name,
+            "error": health.last_error,
+            "failing_since": _time(health.failing_since_ms),
+            "kept_records": health.backlog,
+            "dropped_records": health.dropped_total,
+        }
+        for health in stats.sinks
+        if not health.up
+    ]
+    if failing:
+        body["failing_sinks"] = failing
     return body["ready"], body
 
 

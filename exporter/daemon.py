@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import RecordPublisher
+from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
@@ -62,6 +64,30 @@ Sample = tuple[int, dict[tuple[str, int], int | None]]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _check_writable_dir(directory: Path, flag: str) -> None:
+    if directory.exists() and not directory.is_dir():
+        raise NotADirectoryError(f"{flag} {directory} is a file, not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        # a real write: access() says yes to root on a read-only filesystem
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".offsetwatch-probe-"):
+            pass
+    except OSError as error:
+        raise type(error)(
+            f"{flag} {directory} cannot be written ({error.strerror or error}): choose a "
+            "writable directory"
+        ) from None
+
+
+def _check_writable_file(path: Path, flag: str) -> None:
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{flag} {path} is a directory: give the path of a file in it, e.g. "
+            f"{path / 'offsetwatch.ckpt'}"
+        )
+    _check_writable_dir(path.parent, f"{flag} {path}: its directory")
 
 
 def _compile(pattern: str | None) -> Any:
@@ -104,6 +130,12 @@ class Exporter:
     #: the console's feeds: recent lag totals per group, and records for the live stream
     console_history: ConsoleHistory = field(default_factory=ConsoleHistory)
     live: LiveRecords = field(default_factory=LiveRecords)
+    #: the archive and the publisher, each behind a guard that keeps its records when it fails
+    guards: list[GuardedSink] = field(default_factory=list)
+    checkpoint_health: SinkHealth = field(default_factory=lambda: SinkHealth("checkpoint"))
+    _next_checkpoint_log: float = 0.0
+    #: the final flush or checkpoint at shutdown failed: the process must not exit 0
+    close_failed: bool = False
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -132,7 +164,15 @@ class Exporter:
         return properties
 
     def open(self) -> None:
-        """Restore the checkpoint (if any) and create the Kafka clients."""
+        """Restore the checkpoint (if any) and create the Kafka clients.
+
+        Raises OSError, with a message that names the flag, for a checkpoint path or an
+        archive directory that can never be written: refused at start, not found out at the
+        first checkpoint."""
+        if self.config.checkpoint_path is not None:
+            _check_writable_file(Path(self.config.checkpoint_path), "--checkpoint-path")
+        if self.config.archive_dir is not None:
+            _check_writable_dir(Path(self.config.archive_dir), "--archive-dir")
         positions, cluster_id = self._restore()
         self.source = OffsetsTopicSource(
             self.kafka_config(),
@@ -151,7 +191,12 @@ class Exporter:
                 dlq_topic=self.config.publish_dlq_topic,
                 source_topic=self.config.offsets_topic,
             )
-            self.ingestor.sinks.append(self._publish)
+            self._guard(
+                "publish",
+                self._publish,
+                f"check that the topic {self.config.publish_topic!r} can exist on the cluster "
+                "and that this client may write to it",
+            )
         if self.config.archive_dir is not None:
             from offsetwatch.exporter.archive import ArchiveWriter
 
@@ -162,7 +207,17 @@ class Exporter:
                 roll_bytes=self.config.archive_roll_bytes,
                 roll_seconds=self.config.archive_roll_s,
             )
-            self.ingestor.sinks.append(self._archive)
+            self._guard(
+                "archive",
+                self._archive,
+                f"free space in {self.config.archive_dir} or check its permissions",
+            )
+        self.stats.sinks = [guard.health for guard in self.guards] + [self.checkpoint_health]
+
+    def _guard(self, name: str, write: Callable[[AnyRecord], None], advice: str) -> None:
+        guard = GuardedSink(name, write, advice, clock_ms=self.clock_ms)
+        self.guards.append(guard)
+        self.ingestor.sinks.append(guard)
 
     def _checkpoint_meta(self) -> CheckpointMeta:
         cluster_id = None if self.source is None else self.source.cluster_id
@@ -212,7 +267,6 @@ class Exporter:
                 else self._avro.encode_confluent(canonical, schema_id)
             )
         self.publisher.publish(record.partition, record.offset, identity_key(record), value)
-        self.stats.published_total += 1
 
     def _write_log_ends(self, time_ms: int, offsets: dict[tuple[str, int], int | None]) -> None:
         """Log-end samples go where the records go, so history jobs see both in one stream."""
@@ -220,7 +274,11 @@ class Exporter:
             return
         for sample in self._log_end_records.records(time_ms, offsets):
             if self.archive is not None:
-                self.archive.write(sample)
+                try:
+                    self.archive.write(sample)
+                except Exception as error:
+                    # the next sampling round writes every partition again: count, go on
+                    self._guard_named("archive").note_failure(error)
             if self.publisher is not None:
                 self.publisher.publish_unpositioned(
                     log_end_identity_key(sample["key"]["topic"], sample["key"]["partition"]),
@@ -237,6 +295,9 @@ class Exporter:
             return body
         framed: bytes = self._avro.encode_confluent(canonical, schema_id)
         return framed
+
+    def _guard_named(self, name: str) -> GuardedSink:
+        return next(guard for guard in self.guards if guard.name == name)
 
     def _archive(self, record: AnyRecord) -> None:
         self.archive.write(self._canonical.to_dict(record))
@@ -331,7 +392,11 @@ class Exporter:
         handled = self.ingestor.ingest(messages) if messages else 0
         if self.publisher is not None:
             self.publisher.poll(0)
-            self.stats.publish_errors_total = self.publisher.delivery_failures
+            delivered = self.publisher.stats()
+            self.stats.published_total = delivered.records_delivered
+            self.stats.publish_errors_total = (
+                delivered.failed + self._guard_named("publish").health.errors_total
+            )
         self._apply_samples()
         now = self.clock_ms()
         self._update_source_stats(source)
@@ -340,8 +405,13 @@ class Exporter:
             self._tracked = frozenset(tracked)
             self._next_tracked_ms = now + 1000
             self._check_ready(source, tracked)
+            for guard in self.guards:
+                guard.retry()
             if self.archive is not None:
-                self.archive.roll_expired()
+                try:
+                    self.archive.roll_expired()
+                except Exception as error:
+                    self._guard_named("archive").note_failure(error)
         if now >= self._next_snapshot_ms:
             self.build_snapshot(now)
             self._next_snapshot_ms = now + int(self.config.snapshot_interval_s * 1000)
@@ -400,6 +470,8 @@ class Exporter:
         assert source is not None
         self.state.groups.clear()
         self.ingestor.positions.clear()
+        for guard in self.guards:
+            guard.forget()
         source.restart_from_beginning(source.assigned_partitions())
         self.stats.mark_not_ready()
         self._sample_requested = False
@@ -441,30 +513,59 @@ class Exporter:
         self.console_history.record(snapshot)
         return snapshot
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
+        """Save state and positions; False (logged, counted, retried later) when it failed."""
         path = self.config.checkpoint_path
         if path is None:
-            return
+            return True
         positions = dict(self.ingestor.positions)
-        if self.archive is not None:
-            # archived records up to the checkpointed positions must survive a crash
-            self.archive.flush(fsync=True)
-        if self.publisher is not None:
-            # only what was delivered counts as done: resume before anything unconfirmed
-            self.publisher.flush(10)
-            confirmed = self.publisher.confirmed_positions()
-            positions = {p: min(pos, confirmed.get(p, pos)) for p, pos in positions.items()}
         started = time.perf_counter()
         try:
+            if self.archive is not None:
+                # archived records up to the checkpointed positions must survive a crash
+                self.archive.flush(fsync=True)
+            if self.publisher is not None:
+                # only what was delivered counts as done: resume before anything unconfirmed
+                self.publisher.flush(10)
+                confirmed = self.publisher.confirmed_positions()
+                positions = {p: min(pos, confirmed.get(p, pos)) for p, pos in positions.items()}
+            for guard in self.guards:
+                # a sink's kept or dropped records are read again after a restart
+                positions = guard.cap_positions(positions)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             save_checkpoint(
                 path, self.state, positions, meta=self._checkpoint_meta(), codec=self.codec
             )
-        except (OSError, CheckpointError) as error:
-            log.error("checkpoint to %s failed: %s (will retry)", path, error)
-            return
+        except Exception as error:
+            self._checkpoint_failed(path, error)
+            return False
+        health = self.checkpoint_health
+        if health.failing_since_ms:
+            log.warning("checkpoint to %s works again", path)
+            health.failing_since_ms = 0
         self.stats.checkpoint_duration_s = time.perf_counter() - started
         self.stats.checkpoint_time_ms = self.clock_ms()
+        return True
+
+    def _checkpoint_failed(self, path: Path | str, error: Exception) -> None:
+        health = self.checkpoint_health
+        health.errors_total += 1
+        health.last_error = f"{type(error).__name__}: {error}"
+        first = not health.failing_since_ms
+        if first:
+            health.failing_since_ms = self.clock_ms()
+        now = time.monotonic()
+        if first or now >= self._next_checkpoint_log:
+            log.error(
+                "checkpoint to %s failed: %s; retried every %g s (a restart meanwhile "
+                "rebuilds the state from the start of %s: slower, nothing lost); check that "
+                "the path is a writable file on a disk with free space",
+                path,
+                health.last_error,
+                self.config.checkpoint_interval_s,
+                self.config.offsets_topic,
+            )
+            self._next_checkpoint_log = now + 60.0
 
     def run(self) -> None:
         """Run until stop(): the caller has called open() and started HTTP/sampler."""
@@ -490,12 +591,41 @@ class Exporter:
         signal.signal(signal.SIGINT, handle)
 
     def close(self) -> None:
-        """Flush sinks, write the final checkpoint, close clients."""
+        """Flush sinks, write the final checkpoint, close clients. A failure of any of them is
+        logged as an ERROR that says what was lost and sets `close_failed`."""
+        for guard in self.guards:
+            guard.retry()
+            if guard.health.backlog or guard.health.dropped_total:
+                self.close_failed = True
+                log.error(
+                    "%s sink: %d kept and %d dropped records were not written at exit (%s); "
+                    "the checkpoint stays before them, so the next start writes them",
+                    guard.name,
+                    guard.health.backlog,
+                    guard.health.dropped_total,
+                    guard.health.last_error,
+                )
         if self.publisher is not None:
             self.publisher.flush(30)
         if self.archive is not None:
-            self.archive.close()
-        self.checkpoint()
+            try:
+                self.archive.close()
+            except Exception as error:
+                self.close_failed = True
+                log.error(
+                    "closing the archive in %s failed: %s; its unfinished files stay as "
+                    "in-progress files, recovered at the next start",
+                    self.config.archive_dir,
+                    error,
+                )
+        if not self.checkpoint():
+            self.close_failed = True
+            log.error(
+                "the final checkpoint to %s failed: the next start rebuilds the state from "
+                "the start of %s (slower; nothing is lost)",
+                self.config.checkpoint_path,
+                self.config.offsets_topic,
+            )
         if self.publisher is not None:
             self.publisher.close()
         if self.source is not None:

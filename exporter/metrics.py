@@ -254,6 +254,21 @@ S_PUBLISHED: Final = _c("published_total", (), "Records published downstream.")
 S_PUBLISH_ERRORS: Final = _c("publish_errors_total", (), "Failed downstream publishes.")
 S_DLQ: Final = _c("dlq_total", (), "Records sent to the dead-letter queue.")
 S_ARCHIVE: Final = _c("archive_records_total", (), "Records written to the archive.")
+S_SINK_UP: Final = _g(
+    "sink_up",
+    ("sink",),
+    "1 while the sink (archive, publish, checkpoint) takes what it is given, 0 while it fails.",
+)
+S_SINK_ERRORS: Final = _c("sink_errors_total", ("sink",), "Failed writes of a sink.")
+S_SINK_BACKLOG: Final = _g(
+    "sink_backlog_records", ("sink",), "Records kept for a failing sink, retried every second."
+)
+S_SINK_DROPPED: Final = _c(
+    "sink_dropped_total",
+    ("sink",),
+    "Records a failing sink could not keep (its backlog was full); the checkpoint stays before "
+    "them, so a restart writes them.",
+)
 S_ASSIGNMENT_ERRORS: Final = _c(
     "assignment_decode_errors_total",
     (),
@@ -377,6 +392,10 @@ SELF_FAMILIES: Final = (
     S_PUBLISH_ERRORS,
     S_DLQ,
     S_ARCHIVE,
+    S_SINK_UP,
+    S_SINK_ERRORS,
+    S_SINK_BACKLOG,
+    S_SINK_DROPPED,
     S_ASSIGNMENT_ERRORS,
     S_LOG_END_RECORDS,
     S_SNAPSHOT_AGE,
@@ -728,6 +747,11 @@ def _self_families(
     yield S_PUBLISH_ERRORS, [((), stats.publish_errors_total)]
     yield S_DLQ, [((), stats.dlq_total)]
     yield S_ARCHIVE, [((), stats.archive_records_total)]
+    sinks = stats.sinks
+    yield S_SINK_UP, [((h.name,), int(h.up)) for h in sinks]
+    yield S_SINK_ERRORS, [((h.name,), h.errors_total) for h in sinks]
+    yield S_SINK_BACKLOG, [((h.name,), h.backlog) for h in sinks if h.name != "checkpoint"]
+    yield S_SINK_DROPPED, [((h.name,), h.dropped_total) for h in sinks if h.name != "checkpoint"]
     yield S_ASSIGNMENT_ERRORS, [((), snapshot.assignment_decode_errors)]
     yield S_LOG_END_RECORDS, [((), stats.log_end_records_total)]
     yield S_SNAPSHOT_AGE, _age(snapshot.time_ms, now_ms)

@@ -49,6 +49,8 @@ class OutputRecord:
 class PublisherStats:
     produced: int  # handed to the producer (output + dead letters)
     delivered: int
+    #: deliveries of records of the offsets topic (not log-end samples, not dead letters)
+    records_delivered: int
     failed: int  # delivery errors; each one pins its partition's watermark
     dead_lettered: int
     dropped: int  # dead letters with no DLQ topic, or everything while disabled
@@ -248,6 +250,7 @@ class RecordPublisher:
         self._lock = threading.Lock()
         self._produced = 0
         self._delivered = 0
+        self._records_delivered = 0
         self._failed = 0
         self._dead_lettered = 0
         self._dropped = 0
@@ -383,10 +386,12 @@ class RecordPublisher:
 
     # -- callbacks -------------------------------------------------------------------------
 
-    def _on_delivery(self, token: DeliveryToken, err: KafkaError | None, _msg: Any) -> None:
+    def _on_delivery(self, token: DeliveryToken, err: KafkaError | None, msg: Any) -> None:
         if err is None:
             with self._lock:
                 self._delivered += 1
+                if msg is None or msg.topic() == self.output_topic:
+                    self._records_delivered += 1
             self.tracker.complete(token, True)
             return
         with self._lock:
@@ -464,6 +469,7 @@ class RecordPublisher:
             return PublisherStats(
                 produced=self._produced,
                 delivered=self._delivered,
+                records_delivered=self._records_delivered,
                 failed=self._failed,
                 dead_lettered=self._dead_lettered,
                 dropped=self._dropped,

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from offsetwatch.exporter.sink_guard import SinkHealth
+
 __all__ = ["TOMBSTONE", "PipelineStats", "SourcePartition", "version_label"]
 
 #: the `version` label of a tombstone (a record without value, hence without value version)
@@ -86,6 +88,8 @@ class PipelineStats:
     checkpoint_time_ms: int = 0
     checkpoint_duration_s: float = 0.0
     started_ms: int = field(default_factory=_now_ms)
+    #: the health of the archive, the publisher and the checkpoint (as configured)
+    sinks: list[SinkHealth] = field(default_factory=list)
 
     # -- writers (ingest side) -------------------------------------------------------------
 

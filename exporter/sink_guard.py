@@ -1,0 +1,172 @@
+"""Keeps a failing sink (archive, publish topic) from stopping ingestion or losing records.
+
+A sink that raises (a full disk under the archive, a publish topic that cannot exist) used to
+abort the batch being ingested: the main loop logged a traceback, the rest of the batch was
+never applied, and /readyz blamed the source. Now each sink is guarded:
+
+* a record the sink refuses is kept, in order, in a bounded backlog that is retried every
+  second (the first retry that succeeds drains it), so a disk that frees up loses nothing;
+* beyond the bound (`MAX_BACKLOG` records) new records are counted as dropped instead of
+  growing memory without end; the checkpoint positions stay below the first record the sink
+  has not taken, so a restart reads those records again and the sink gets them then (the
+  archive and the lake dedupe on the record's position);
+* the failure is logged once, then at most once per `LOG_INTERVAL_S` with the count, and is
+  visible as `SinkHealth` (metrics, /readyz) until the sink takes records again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from offsetwatch.decoder.records import AnyRecord
+
+log = logging.getLogger(__name__)
+
+#: records kept for a failing sink before new ones are dropped (each is one decoded record:
+#: ~1 KB, so the bound keeps a failing sink under ~100 MB)
+MAX_BACKLOG: Final = 100_000
+LOG_INTERVAL_S: Final = 60.0
+
+
+@dataclass(slots=True)
+class SinkHealth:
+    """What the metrics and /readyz say of one sink."""
+
+    name: str
+    errors_total: int = 0
+    dropped_total: int = 0
+    #: epoch ms of the first failure of the current outage; 0 while healthy
+    failing_since_ms: int = 0
+    last_error: str | None = None
+    backlog: int = 0
+
+    @property
+    def up(self) -> bool:
+        return self.failing_since_ms == 0
+
+
+@dataclass(slots=True)
+class GuardedSink:
+    """Calls `write(record)` for every record; never raises (see the module doc)."""
+
+    name: str
+    write: Callable[[AnyRecord], None]
+    #: what to do with the failure, for the message ("free space in /var/archive", ...)
+    advice: str = ""
+    clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    health: SinkHealth = field(init=False)
+    _backlog: deque[AnyRecord] = field(default_factory=deque)
+    #: per source partition, the offset of the first record not taken (kept or dropped)
+    _first_missing: dict[int, int] = field(default_factory=dict)
+    _next_log: float = 0.0
+    _held_back: int = 0
+
+    def __post_init__(self) -> None:
+        self.health = SinkHealth(self.name)
+
+    def __call__(self, record: AnyRecord) -> None:
+        if self._backlog:
+            # failing: keep the order, the retry drains the backlog first
+            self._keep(record)
+            return
+        try:
+            self.write(record)
+        except Exception as error:
+            self._failed(error)
+            self._keep(record)
+            return
+        if self.health.failing_since_ms:
+            self._recovered()
+
+    def retry(self) -> None:
+        """Hand the kept records to the sink again, oldest first (once a second)."""
+        backlog = self._backlog
+        if not backlog:
+            return
+        while backlog:
+            try:
+                self.write(backlog[0])
+            except Exception as error:
+                self._failed(error)
+                break
+            backlog.popleft()
+        self.health.backlog = len(backlog)
+        if not backlog:
+            self._recovered()
+
+    def cap_positions(self, positions: dict[int, int]) -> dict[int, int]:
+        """Checkpoint positions no further than the first record this sink has not taken."""
+        missing = self._first_missing
+        if not missing:
+            return positions
+        return {p: min(pos, missing.get(p, pos)) for p, pos in positions.items()}
+
+    def note_failure(self, error: Exception) -> None:
+        """A failure of the sink outside a record (a roll, a log-end sample), counted and
+        logged like the others; the sink is retried with the next record."""
+        self._failed(error)
+
+    def forget(self) -> None:
+        """The state is rebuilt from the start of the topic: the records will come again."""
+        self._backlog.clear()
+        self._first_missing.clear()
+        self.health.backlog = 0
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _keep(self, record: AnyRecord) -> None:
+        partition, offset = record.partition, record.offset
+        if partition >= 0 and partition not in self._first_missing:
+            self._first_missing[partition] = offset
+        if len(self._backlog) < MAX_BACKLOG:
+            self._backlog.append(record)
+        else:
+            self.health.dropped_total += 1
+        self.health.backlog = len(self._backlog)
+
+    def _failed(self, error: Exception) -> None:
+        health = self.health
+        health.errors_total += 1
+        health.last_error = f"{type(error).__name__}: {error}"
+        first = health.failing_since_ms == 0
+        if first:
+            health.failing_since_ms = self.clock_ms()
+        now = time.monotonic()
+        if first or now >= self._next_log:
+            held = f" ({self._held_back} more failures since the last message)"
+            log.error(
+                "%s sink failing: %s; its records are kept (up to %d) and retried every "
+                "second, ingestion goes on%s%s",
+                self.name,
+                health.last_error,
+                MAX_BACKLOG,
+                f"; {self.advice}" if self.advice else "",
+                held if self._held_back else "",
+            )
+            self._next_log = now + LOG_INTERVAL_S
+            self._held_back = 0
+        else:
+            self._held_back += 1
+
+    def _recovered(self) -> None:
+        health = self.health
+        dropped = health.dropped_total
+        log.warning(
+            "%s sink works again after %.0f s%s",
+            self.name,
+            (self.clock_ms() - health.failing_since_ms) / 1000,
+            (
+                f"; {dropped} records were dropped meanwhile: the checkpoint stays before "
+                "them, so a restart of the exporter hands them to the sink"
+            )
+            if dropped
+            else "; every kept record was written",
+        )
+        health.failing_since_ms = 0
+        if not dropped:
+            self._first_missing.clear()
