@@ -70,6 +70,7 @@ from offsetwatch.core.connection import (
 )
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.durations import MAX_WAIT_S
 from offsetwatch.exporter.diagnosis_history import RING_SIZE
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
@@ -85,6 +86,8 @@ PUBLISH_FORMATS: Final = ("json", "avro")
 ARCHIVE_FORMATS: Final = ("jsonl", "avro")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _SCHEMA_ID_MAX: Final = 0x7FFFFFFF
+#: HTTP worker threads: beyond this, thread start-up fails before the first request
+_MAX_WORKERS: Final = 1024
 
 #: what redacted() prints instead of a secret
 MASK: Final = "********"
@@ -496,10 +499,8 @@ def _validate(config: ExporterConfig) -> None:
         raise _fail("cluster_name", "must not be empty: it labels every metric")
     if not 0 <= config.http_port <= 65535:
         raise _fail("http_port", f"must be a TCP port, 0-65535 (got {config.http_port})")
-    if config.http_workers < 2:
-        raise _fail("http_workers", f"must be at least 2 (got {config.http_workers})")
-    if not config.http_request_timeout_s > 0:
-        raise _fail("http_request_timeout_s", "must be a positive number of seconds")
+    if not 2 <= config.http_workers <= _MAX_WORKERS:
+        raise _fail("http_workers", f"must be 2-{_MAX_WORKERS} (got {config.http_workers})")
     if config.web_config is not None:
         from offsetwatch.exporter.web_config import WebConfigError, load_web_config
 
@@ -508,6 +509,7 @@ def _validate(config: ExporterConfig) -> None:
         except WebConfigError as error:
             raise _fail("web_config", str(error)) from None
     for name in (
+        "http_request_timeout_s",
         "sample_interval_s",
         "log_end_full_round_s",
         "snapshot_interval_s",
@@ -516,8 +518,11 @@ def _validate(config: ExporterConfig) -> None:
         "checkpoint_interval_s",
     ):
         value = getattr(config, name)
-        if not value > 0 or value == float("inf"):
-            raise _fail(name, f"must be a positive number of seconds (got {value})")
+        # these are waits (a thread's, librdkafka's): longer than MAX_WAIT_S overflows them
+        if not 0 < value <= MAX_WAIT_S:
+            raise _fail(
+                name, f"must be a positive number of seconds, at most {MAX_WAIT_S} (got {value})"
+            )
     if config.status_window_s < 2 * config.sample_interval_s:
         raise _fail(
             "status_window_s",
@@ -530,7 +535,7 @@ def _validate(config: ExporterConfig) -> None:
             f"must be 1-{RING_SIZE}: the rebalances the exporter keeps per group "
             f"(got {config.storm_rebalances})",
         )
-    if not 0 <= config.rebalance_grace_s < float("inf"):
+    if not 0 <= config.rebalance_grace_s <= MAX_WAIT_S:
         grace = config.rebalance_grace_s
         raise _fail("rebalance_grace_s", f"must be 0 or a positive number of seconds (got {grace})")
     _check_choice(config, "granularity", GRANULARITIES)

@@ -26,6 +26,9 @@ _ISO: Final = re.compile(
     re.IGNORECASE,
 )
 EXAMPLES: Final = "24h, 90m, 7d or ISO 8601 like PT30M, P1DT2H"
+#: the longest wait, in seconds, any command or the exporter takes (about 24.8 days):
+#: librdkafka's timeouts are int32 milliseconds, and a thread wait beyond it is never meant
+MAX_WAIT_S: Final = (2**31 - 1) // 1000
 
 
 def parse_duration_ms(text: str) -> int:

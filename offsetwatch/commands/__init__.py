@@ -46,6 +46,7 @@ from offsetwatch.core.connection import (
     ENV_KAFKA_PREFIX,
     kafka_properties_from_env,
 )
+from offsetwatch.durations import MAX_WAIT_S
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -91,8 +92,6 @@ class OneLineParser(argparse.ArgumentParser):
 
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
-#: the longest wait any command takes: librdkafka's timeouts are int32 milliseconds
-MAX_WAIT_S: Final = INT32_MAX // 1000
 
 
 def integer(low: int, high: int, what: str = "") -> Callable[[str], int]:

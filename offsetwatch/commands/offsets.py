@@ -290,7 +290,7 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
     from offsetwatch.offset_ops import plan
     from offsetwatch.offset_ops.csv_io import parse_offsets_csv
     from offsetwatch.offset_ops.history import offsets_at_history
-    from offsetwatch.offset_ops.times import by_duration_ms, parse_datetime_ms
+    from offsetwatch.offset_ops.times import duration_before_ms, parse_datetime_ms
 
     if args.to_earliest:
         return plan.ToEarliest()
@@ -308,7 +308,7 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
         return plan.ToTime(time_ms, f"--to-datetime {args.to_datetime}")
     if args.by_duration is not None:
         return plan.ToTime(
-            now_ms - by_duration_ms(args.by_duration), f"--by-duration {args.by_duration}"
+            duration_before_ms(args.by_duration, now_ms), f"--by-duration {args.by_duration}"
         )
     if args.from_file is not None:
         try:

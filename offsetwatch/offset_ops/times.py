@@ -29,3 +29,15 @@ def by_duration_ms(text: str) -> int:
         return parse_duration_ms(text)
     except ValueError:
         raise OffsetOpsError(f"--by-duration {text!r}: expected a duration: {EXAMPLES}") from None
+
+
+def duration_before_ms(text: str, now_ms: int) -> int:
+    """The instant `--by-duration text` before `now_ms`; one before 1970 is refused (a
+    negative timestamp means "latest" or "earliest" to Kafka's lookup, not a time)."""
+    start_ms = now_ms - by_duration_ms(text)
+    if start_ms < 0:
+        raise OffsetOpsError(
+            f"--by-duration {text!r} reaches before 1970-01-01: give a shorter duration, "
+            "or --to-earliest"
+        )
+    return start_ms
