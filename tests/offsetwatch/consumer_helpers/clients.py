@@ -1,7 +1,8 @@
-"""Consumers on librdkafka's mock cluster for the consumer-helper tests, one per group protocol.
+"""Consumers for the consumer-helper tests, one per group protocol, on the real broker or on
+librdkafka's mock cluster.
 
-The mock (librdkafka 2.16) serves classic groups (eager and cooperative assignors) and KIP-848
-groups (`group.protocol=consumer`, ConsumerGroupHeartbeat), so every helper runs on all three.
+Both serve classic groups (eager and cooperative assignors) and KIP-848 groups
+(`group.protocol=consumer`, ConsumerGroupHeartbeat), so every helper runs on all three.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from offsetwatch.consumer_helpers import NOT_FOUND, PartitionKey
 from tests.kafka_fixtures import fast_producer
 
 PROTOCOLS = ("eager", "cooperative", "consumer")
@@ -51,34 +51,6 @@ def produce_timed(bootstrap: str, topic: str, timestamps: Mapping[int, Sequence[
                 topic, value=f"{partition}:{i}".encode(), partition=partition, timestamp=ts
             )
     assert producer.flush(30) == 0
-
-
-@dataclass
-class KafkaTimeAnswers:
-    """Timestamp lookups answered as a Kafka broker answers ListOffsets by timestamp: the first
-    offset whose timestamp is >= T, -1 when there is none. Computed from the timestamps the
-    test wrote, because librdkafka's mock answers -1 for every partition."""
-
-    timestamps: Mapping[int, Sequence[int]]
-    topic: str
-    calls: list[list[PartitionKey]] = field(default_factory=list)
-
-    def __call__(
-        self,
-        consumer: Consumer,
-        partitions: Sequence[PartitionKey],
-        timestamp_ms: int,
-        timeout_s: float,
-    ) -> dict[PartitionKey, int]:
-        self.calls.append(list(partitions))
-        answer: dict[PartitionKey, int] = {}
-        for topic, partition in partitions:
-            assert topic == self.topic
-            times = self.timestamps[partition]
-            answer[(topic, partition)] = next(
-                (offset for offset, ts in enumerate(times) if ts >= timestamp_ms), NOT_FOUND
-            )
-        return answer
 
 
 @dataclass
@@ -138,28 +110,3 @@ def poll_until(
         assert time.monotonic() < deadline, "timed out waiting for the consumers"
         for reader in group:
             reader.poll()
-
-
-def positions(consumer: Consumer, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-    return {
-        p.partition: p.offset
-        for p in consumer.position([TopicPartition(topic, partition) for partition in partitions])
-    }
-
-
-def produce_in_small_batches(
-    bootstrap: str, topic: str, partitions: int, per_partition: int, batch: int = 5
-) -> None:
-    """`per_partition` messages in each partition, stored as message sets of `batch`.
-
-    The mock answers a fetch with one stored message set per partition, so small sets make a
-    consumer read every partition a little at a time (as from a real broker with small
-    fetch sizes) instead of one whole partition first.
-    """
-    producer = fast_producer(bootstrap)
-    producer.list_topics(topic, timeout=10)
-    for start in range(0, per_partition, batch):
-        for partition in range(partitions):
-            for offset in range(start, min(start + batch, per_partition)):
-                producer.produce(topic, value=f"{partition}:{offset}".encode(), partition=partition)
-        assert producer.flush(30) == 0

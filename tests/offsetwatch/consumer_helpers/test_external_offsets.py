@@ -1,9 +1,9 @@
-"""ExternalOffsets with FileOffsetStore on the mock cluster: state and position come back
-after a restart, partitions moving between members carry their state, and stored offsets
-outside the log restart at the log start.
+"""ExternalOffsets with FileOffsetStore on the mock cluster: stored offsets outside the log
+(the mock deletes records in one call) restart at the log start.
 
-The state of each partition is the list of offsets it has processed, so "exactly once" is
-checked directly: after any restart or rebalance it must be 0, 1, 2, ... with no repeat.
+State and position coming back after a crash and a restart, and partitions moving between
+members carrying their state, are tested on the real broker for eager, cooperative and
+KIP-848 groups (test_real_broker.py).
 """
 
 from __future__ import annotations
@@ -25,13 +25,9 @@ from offsetwatch.consumer_helpers import (
 from offsetwatch.mock_cluster import MockCluster
 from tests.kafka_fixtures import create_data_topic, kafka_cluster  # noqa: F401
 from tests.offsetwatch.consumer_helpers.clients import (
-    PROTOCOLS,
     Reader,
-    hold,
     make_consumer,
     poll_until,
-    produce_in_small_batches,
-    release,
 )
 
 pytestmark = pytest.mark.kafka
@@ -75,96 +71,6 @@ def _reader(
     reader.on_message = process
     offsets.subscribe(reader.consumer, [TOPIC])
     return reader
-
-
-def _complete(*states: ExternalOffsets[Processed]) -> bool:
-    held = [(o, key) for o in states for key in o.partitions]
-    return len(held) == PARTITIONS and all(len(o.state(*key)) == PER_PARTITION for o, key in held)
-
-
-def test_state_and_position_come_back_after_a_restart(
-    kafka_cluster: MockCluster,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    bootstrap = kafka_cluster.bootstrap_servers
-    create_data_topic(kafka_cluster, TOPIC, [PER_PARTITION] * PARTITIONS)
-    store = FileOffsetStore(tmp_path / "offsets")
-
-    before = _offsets(store)
-    crashed = _reader(bootstrap, f"run1-{uuid.uuid4().hex}", "consumer", before)
-    poll_until([crashed], lambda: len(crashed.read) >= 40)
-    saved = store.load([(TOPIC, p) for p in range(PARTITIONS)])
-    # Work done after the last save is lost with the process: it must be done again.
-    crashed.on_message = lambda message: before.update(message, [-1])
-    poll_until([crashed], lambda: len(crashed.read) >= 45)
-    assert store.load([(TOPIC, p) for p in range(PARTITIONS)]) == saved
-
-    # The restarted process (a new group, so the crashed member does not hold partitions):
-    # offsets come from the store only.
-    after = _offsets(store)
-    restarted = _reader(bootstrap, f"run2-{uuid.uuid4().hex}", "consumer", after)
-    try:
-        poll_until([restarted], lambda: _complete(after))
-        states = {key[1]: after.state(*key) for key in after.partitions}
-    finally:
-        restarted.consumer.close()
-        crashed.consumer.close()
-    # Each partition resumed exactly at its saved offset, or at the log start when it was
-    # never saved (the mock hands out whole stored batches, so some partitions were finished
-    # before the crash and others not begun).
-    resumed = {p: saved[(TOPIC, p)].offset if (TOPIC, p) in saved else 0 for p in range(PARTITIONS)}
-    assert sorted(restarted.read) == sorted(
-        (p, o) for p in range(PARTITIONS) for o in range(resumed[p], PER_PARTITION)
-    )
-    assert states == {p: list(range(PER_PARTITION)) for p in range(PARTITIONS)}
-
-
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_partitions_moving_to_a_new_member_carry_their_state(
-    kafka_cluster: MockCluster,  # noqa: F811
-    tmp_path: Path,
-    protocol: str,
-) -> None:
-    """Revoked partitions are saved and dropped by the old owner, restored by the new one."""
-    bootstrap = kafka_cluster.bootstrap_servers
-    kafka_cluster.create_topic(TOPIC, PARTITIONS)
-    produce_in_small_batches(bootstrap, TOPIC, PARTITIONS, PER_PARTITION)
-    store = FileOffsetStore(tmp_path / "offsets")
-    group = f"ext-{uuid.uuid4().hex}"
-    # No save per message: what the first member did reaches the store through on_revoke.
-    first_offsets, second_offsets = _offsets(store), _offsets(store)
-    first = _reader(bootstrap, group, protocol, first_offsets, save=False)
-    first.pause_each_after = PER_PARTITION // 4  # until `hold`: every partition begins
-    readers = [first]
-    try:
-        # Every partition begun, none finished: whichever moves has state to carry.
-        poll_until([first], lambda: {p for p, _ in first.read} == set(range(PARTITIONS)))
-        held = hold(first)
-        second = _reader(bootstrap, group, protocol, second_offsets, save=False)
-        readers.append(second)
-        poll_until(
-            [first, second],
-            lambda: (
-                bool(second.assigned())
-                and len(first_offsets.partitions) + len(second_offsets.partitions) == PARTITIONS
-            ),
-        )
-        release(first, held)
-        moved = set(second_offsets.partitions)
-        assert not moved & set(first_offsets.partitions), "the old owner still holds state"
-        carried = {key: second_offsets.state(*key) for key in moved}
-        assert all(carried.values()), "the new owner restored what the old one saved"
-        poll_until([first, second], lambda: _complete(first_offsets, second_offsets))
-    finally:
-        for reader in readers:
-            reader.consumer.close()
-    everything = first.read + second.read
-    assert len(everything) == len(set(everything)) == PARTITIONS * PER_PARTITION
-    # close() revoked everything: every partition is saved complete.
-    assert {
-        key: (entry.offset, json.loads(entry.state))
-        for key, entry in store.load([(TOPIC, p) for p in range(PARTITIONS)]).items()
-    } == {(TOPIC, p): (PER_PARTITION, list(range(PER_PARTITION))) for p in range(PARTITIONS)}
 
 
 def test_stored_offsets_outside_the_log_restart_at_the_log_start(
