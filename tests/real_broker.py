@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -78,20 +79,27 @@ def unique(prefix: str) -> str:
 
 
 def free_port_pair() -> int:
-    """A port P with P and P+1 free (the broker's controller listens on P+1)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port >= 65535:
-            continue
-        with socket.socket() as second:
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+    """A port P with P and P+1 free (the broker's controller listens on P+1).
+
+    Taken below Linux's ephemeral range (32768-60999): a port the kernel hands out for
+    outgoing connections could be taken again by any client between this check and the
+    broker's bind.
+    """
+    chooser = random.Random()
+    for _ in range(500):
+        port = chooser.randrange(20_000, 32_000)
+        if _bindable(port) and _bindable(port + 1):
+            return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1 in 20000-32000")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def run_tool(name: str, *args: str, timeout: float = 120.0, check: bool = True) -> str:
@@ -239,20 +247,28 @@ def retry(action: Callable[[], T], *, attempts: int = 60, pause_s: float = 0.5) 
 
 
 def start_broker(directory: Path, *properties: str, port: int | None = None) -> Broker:
-    """Format `directory` and start a broker on it; wait until it serves."""
-    chosen = port if port is not None else free_port_pair()
-    done = subprocess.run(
-        [str(broker_script()), "start", str(directory), str(chosen), *properties],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the real broker did not start in {directory}: {done.stderr.strip()}")
-    broker = Broker(directory, chosen)
-    wait_serving(broker)
-    return broker
+    """Format `directory` and start a broker on it; wait until it serves.
+
+    Without a `port`, a free pair is chosen, and chosen again if another process took it
+    before the broker bound it."""
+    for attempt in range(5):
+        chosen = port if port is not None else free_port_pair()
+        if attempt:
+            shutil.rmtree(directory, ignore_errors=True)
+        done = subprocess.run(
+            [str(broker_script()), "start", str(directory), str(chosen), *properties],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        if done.returncode == 0:
+            broker = Broker(directory, chosen)
+            wait_serving(broker)
+            return broker
+        if port is not None or "Address already in use" not in done.stderr:
+            break
+    raise RuntimeError(f"the real broker did not start in {directory}: {done.stderr.strip()}")
 
 
 def wait_serving(broker: Broker, timeout_s: float = 60.0) -> None:
