@@ -163,6 +163,13 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
         reports = build_reports(broker, group_ids, args.topic, exporter)
     except OffsetOpsError as error:
         raise UsageError(str(error)) from None
+    if args.members and any(r.info is None for r in reports):
+        # members are all this view shows: an empty table would read as "no members", not as
+        # a cluster that cannot tell (--state says STATE UNKNOWN, and an exporter's epoch)
+        raise UsageError(
+            "the cluster does not support DescribeGroups: --members needs it; "
+            "`offsetwatch groups describe GROUP` shows offsets and lag without it"
+        )
     unknown = [r.group_id for r in reports if not r.exists and not args.all_groups]
     if unknown:
         raise UsageError(f"unknown group {unknown[0]!r}: no members and no committed offsets")

@@ -1,8 +1,7 @@
-"""`offsetwatch groups list|describe`.
-
-On librdkafka's mock cluster: committed offsets, log ends and lag (the mock has no ListGroups
-or DescribeGroups, so members and state are reported as unknown there). Listing, members and
-state are shown with the answers a real Kafka 4.0.0 broker gave (groups-final.json).
+"""`offsetwatch groups list|describe` on librdkafka's mock cluster: our own rendering (table,
+CSV, --topic), bad input, the exporter's columns, and a cluster without ListGroups or
+DescribeGroups. Listing, members, state and offsets against Kafka's own tool are in
+test_groups_real_broker.py.
 """
 
 from __future__ import annotations
@@ -12,19 +11,15 @@ import http.server
 import io
 import json
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from offsetwatch.cli import main
-from offsetwatch.commands import groups as groups_cmd
 from offsetwatch.mock_cluster import MockCluster
 from offsetwatch.offset_ops.admin import AdminBroker
 from offsetwatch.offset_ops.model import Committed
 from tests.kafka_fixtures import create_data_topic
-from tests.offsetwatch.offset_ops.doubles import RecordedBroker, recorded_groups
 
 pytestmark = pytest.mark.kafka
 
@@ -38,13 +33,6 @@ def cluster() -> Iterator[MockCluster]:
         broker.alter("g1", {("orders", 0): Committed(3), ("orders", 2): Committed(30)})
         broker.alter("g2", {("refunds", 0): Committed(4)})
         yield cluster
-
-
-@pytest.fixture
-def recorded(conformance_dir: Path, monkeypatch: pytest.MonkeyPatch) -> RecordedBroker:
-    broker = RecordedBroker(recorded_groups(conformance_dir))
-    monkeypatch.setattr(groups_cmd, "broker_from_args", lambda _args: broker)
-    return broker
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -104,57 +92,24 @@ def test_describe_bad_input(cluster: MockCluster, capsys: pytest.CaptureFixture[
         assert err.count("error:") == 1 and message in err.splitlines()[-1], err
 
 
-def test_the_mock_cannot_list_groups(
+def test_the_mock_lacks_list_and_describe_groups(
     cluster: MockCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run(capsys, "groups", "list", "--bootstrap-server", cluster.bootstrap_servers)
-    assert code == 2
-    assert err == (
-        "offsetwatch: error: the cluster does not support ListGroups: name the groups, "
-        "`offsetwatch groups describe GROUP`\n"
-    )
-
-
-def test_list_recorded(recorded: RecordedBroker, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "groups", "list", "--bootstrap-server", "recorded:9092")
-    assert code == 0
-    lines = [line.split() for line in out.splitlines()]
-    assert lines[0] == ["GROUP", "TYPE", "STATE", "SIMPLE"]
-    assert ["live-consumer-1ed0", "CONSUMER", "STABLE", "no"] in lines
-    assert ["admin-alter-new-8d77", "CLASSIC", "EMPTY", "yes"] in lines
-
-
-def test_members_and_state_recorded(
-    recorded: RecordedBroker, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = [
-        "groups",
-        "describe",
-        "live-consumer-1ed0",
-        "live-classic-7506",
-        "-X",
-        "bootstrap.servers=r:1",
-    ]
-    code, out, _ = run(capsys, *args, "--members")
-    assert code == 0
-    lines = [line.split() for line in out.splitlines()]
-    assert lines[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
-    assert [
-        "live-consumer-1ed0",
-        "90t3KvT1TQqxt4SQCyyojg",
-        "/127.0.0.1",
-        "rdkafka",
-        "3",
-        "orders:0,1,2",
-    ] in lines
-    code, out, _ = run(capsys, *args, "--state", "--format", "json")
-    states = {row["group"]: row for row in json.loads(out)}
-    assert states["live-consumer-1ed0"]["state"] == "STABLE"
-    assert states["live-consumer-1ed0"]["members"] == 2
-    assert states["live-classic-7506"]["type"] == "CLASSIC"
-    code, out, _ = run(capsys, "groups", "describe", "--all-groups", "-X", "bootstrap.servers=r:1")
-    assert code == 0
-    assert out.count("total lag") == len(recorded.list_groups())
+    """A cluster without ListGroups/DescribeGroups: the views that need them are one line and
+    exit 2 (the offsets and state views answer with a note and `-`/UNKNOWN, tested above and
+    below)."""
+    bootstrap = ["--bootstrap-server", cluster.bootstrap_servers]
+    cases = {
+        ("list",): "offsetwatch: error: the cluster does not support ListGroups: name the "
+        "groups, `offsetwatch groups describe GROUP`\n",
+        ("describe", "--all-groups"): "offsetwatch: error: the cluster does not support "
+        "ListGroups: --all-groups needs it; name the groups\n",
+        ("describe", "g1", "g2", "--members", "--format", "json"): "offsetwatch: error: the "
+        "cluster does not support DescribeGroups: --members needs it; `offsetwatch groups "
+        "describe GROUP` shows offsets and lag without it\n",
+    }
+    for argv, message in cases.items():
+        assert run(capsys, "groups", *argv, *bootstrap) == (2, "", message), argv
 
 
 class _ExporterApi(http.server.BaseHTTPRequestHandler):
@@ -223,34 +178,3 @@ def test_exporter_adds_lag_seconds_and_status(
     finally:
         server.shutdown()
         server.server_close()
-
-
-def test_describe_a_live_kip848_group(
-    cluster: MockCluster, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A group.protocol=consumer member is joined and has committed: its offsets and lag are
-    described; its member list needs ConsumerGroupDescribe, which the mock lacks."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "kip848",
-            "group.protocol": "consumer",
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-    )
-    try:
-        consumer.subscribe(["orders"])
-        deadline = time.monotonic() + 20
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(0.2)
-        consumer.commit(offsets=[TopicPartition("orders", 1, 15)], asynchronous=False)
-        code, out, err = run(
-            capsys, "groups", "describe", "kip848", "--bootstrap-server", cluster.bootstrap_servers
-        )
-    finally:
-        consumer.close()
-    assert code == 0, err
-    assert out.splitlines()[1].split() == ["kip848", "orders", "1", "15", "20", "5", "-", "-", "-"]

@@ -1,4 +1,7 @@
-"""`offsetwatch offsets export|reset|migrate` on librdkafka's mock cluster.
+"""`offsetwatch offsets export|reset|migrate` on librdkafka's mock cluster: bad input, our own
+CSV round trips, injected races, the history mode, a cluster without DescribeGroups. Every
+reset mode's plan against Kafka's tool, applying it, live groups and migrate are in
+test_offsets_real_broker.py.
 
 The mock has no DescribeGroups and answers timestamp lookups with -1. Tests that need a
 group's members or a time lookup run the command on `MockPlus`: the real AdminBroker on the
@@ -9,10 +12,8 @@ else (offset reads, commits, log offsets) is the mock's own.
 from __future__ import annotations
 
 import sys
-import time
 import types
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -102,34 +103,6 @@ def test_dry_run_changes_nothing(cluster: MockCluster, capsys: pytest.CaptureFix
     ]
 
 
-def test_execute_changes_exactly_the_plan(
-    cluster: MockCluster, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run(
-        capsys,
-        cluster,
-        "offsets",
-        "reset",
-        "--group",
-        "g1",
-        "--topic",
-        "orders:0,2",
-        "--to-offset",
-        "12",
-        "--execute",
-        "--force",
-    )
-    assert code == 0, err
-    assert "reset 2 partition(s) of group g1" in out
-    # orders:0 is clamped to its log end 10; orders:2 had no offset; the rest is untouched.
-    assert committed(cluster, "g1") == {
-        ("orders", 0): 10,
-        ("orders", 1): 20,
-        ("orders", 2): 12,
-        ("refunds", 0): 1,
-    }
-
-
 def test_from_file_round_trips_export(
     cluster: MockCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -199,91 +172,6 @@ def test_export_of_a_plan_feeds_from_file(
     )
     assert code == 0, err
     assert committed(cluster, "g1")[("orders", 2)] == 0
-
-
-def _produce_timed(cluster: MockCluster, stamps: Mapping[int, list[int]]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 3})
-    for partition, times in stamps.items():
-        for stamp in times:
-            producer.produce("events", b"v", partition=partition, timestamp=stamp)
-    assert producer.flush(10) == 0
-
-
-def _first_at_or_after(times: list[int], time_ms: int) -> int:
-    return next((i for i, t in enumerate(times) if t >= time_ms), len(times))
-
-
-def test_to_datetime_lands_on_the_first_offset_at_or_after_the_time(
-    cluster: MockCluster, plus: MockPlus, capsys: pytest.CaptureFixture[str]
-) -> None:
-    base = 1_790_000_000_000
-    stamps = {
-        0: [base + 1_000 * i for i in range(10)],
-        1: [base + 1_000 * i + 500 for i in range(10)],
-        2: [base + 20_000 + i for i in range(3)],  # all after the time
-        3: [base - 5_000],  # all before the time
-    }
-    cluster.create_topic("events", 4)
-    _produce_timed(cluster, stamps)
-    AdminBroker({"bootstrap.servers": cluster.bootstrap_servers}).alter(
-        "timed", {("events", p): Committed(0) for p in range(4)}
-    )
-    time_ms = base + 4_200
-    moment = datetime.fromtimestamp(time_ms / 1000, UTC).isoformat()
-    code, _, err = run(
-        capsys,
-        cluster,
-        "offsets",
-        "reset",
-        "--group",
-        "timed",
-        "--topic",
-        "events",
-        "--to-datetime",
-        moment,
-        "--execute",
-    )
-    assert code == 0, err
-    expected = {("events", p): _first_at_or_after(times, time_ms) for p, times in stamps.items()}
-    assert expected == {("events", 0): 5, ("events", 1): 4, ("events", 2): 0, ("events", 3): 1}
-    assert committed(cluster, "timed") == expected
-
-
-def test_by_duration_counts_back_from_now(
-    cluster: MockCluster, plus: MockPlus, capsys: pytest.CaptureFixture[str]
-) -> None:
-    now = int(time.time() * 1000)
-    times = [now - 100_000 + 10_000 * i for i in range(10)]  # every 10 s over the last 100 s
-    cluster.create_topic("events", 1)
-    _produce_timed(cluster, {0: times})
-    AdminBroker({"bootstrap.servers": cluster.bootstrap_servers}).alter(
-        "timed", {("events", 0): Committed(0)}
-    )
-    before = int(time.time() * 1000)
-    code, _, err = run(
-        capsys,
-        cluster,
-        "offsets",
-        "reset",
-        "--group",
-        "timed",
-        "--topic",
-        "events",
-        "--by-duration",
-        "PT45S",
-        "--execute",
-    )
-    after = int(time.time() * 1000)
-    assert code == 0, err
-    offset = committed(cluster, "timed")[("events", 0)]
-    assert (
-        _first_at_or_after(times, after - 45_000)
-        >= offset
-        >= _first_at_or_after(times, before - 45_000)
-    )
-    assert offset == 6  # records at now-40 s and later
 
 
 BAD_INPUTS = [
@@ -385,22 +273,6 @@ def test_time_before_the_log_start_is_refused(
     assert committed(cluster, "g1") == offsets_of(G1)
 
 
-def test_active_group_dry_run_warns_execute_refuses_force_applies(
-    cluster: MockCluster, plus: MockPlus, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = ["offsets", "reset", "--group", "busy", "--topic", "orders:0", "--to-latest"]
-    code, out, err = run(capsys, cluster, *argv)
-    assert code == 0
-    assert "warning: group 'busy' has 1 active member(s)" in err
-    assert "dry run" in out
-    assert run(capsys, cluster, *argv, "--execute")[0] == 2
-    assert committed(cluster, "busy") == {("orders", 0): 2}
-    # --force: the check is ours; a real broker still refuses a group with members, the
-    # mock accepts the commit.
-    assert run(capsys, cluster, *argv, "--execute", "--force")[0] == 0
-    assert committed(cluster, "busy") == {("orders", 0): 10}
-
-
 def test_without_describe_groups_execute_needs_force(
     cluster: MockCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -411,25 +283,6 @@ def test_without_describe_groups_execute_needs_force(
     assert committed(cluster, "g1") == offsets_of(G1)
     assert run(capsys, cluster, *argv, "--force")[0] == 0
     assert committed(cluster, "g1")[("refunds", 0)] == 5
-
-
-def test_migrate_copies_and_verifies(
-    cluster: MockCluster, plus: MockPlus, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = ["offsets", "migrate", "--from-group", "g1", "--to-group", "g2"]
-    code, out, _ = run(capsys, cluster, *argv)
-    assert code == 0
-    assert "dry run: nothing copied; add --execute to copy 3 offset(s) to g2" in out
-    assert committed(cluster, "g2") == {}
-    code, out, err = run(capsys, cluster, *argv, "--topic", "ord.*", "--execute")
-    assert code == 0, err
-    assert "copied and verified 2 offset(s) from g1 to g2" in out
-    assert out.splitlines()[1].split() == ["orders", "0", "3", "3", "m0", "ok"]
-    found = AdminBroker({"bootstrap.servers": cluster.bootstrap_servers}).committed({"g2": None})
-    assert {k: (c.offset, c.metadata) for k, c in found["g2"].items()} == {
-        ("orders", 0): (3, "m0"),
-        ("orders", 1): (20, ""),
-    }
 
 
 class RacingCommitter(MockPlus):
@@ -453,43 +306,6 @@ def test_migrate_detects_a_difference(
         line.split() for line in out.splitlines()
     ]
     assert "1 of 3 partition(s) of g2 differ from g1 (first: orders:1)" in err
-
-
-def test_kip848_group(cluster: MockCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    """A group.protocol=consumer group: the mock runs its heartbeats and commits, so offsets
-    are read and planned. The mock cannot show the reset itself: after the member left it
-    still refuses commits from outside the group (UNKNOWN_MEMBER_ID, checked for 60 s), while
-    Kafka 4.0 accepts them for an Empty consumer group (the conformance run's
-    cli-reset-datetime-f339 was reset by kafka-consumer-groups). The refusal is reported in
-    one line and nothing is applied."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "kip848",
-            "group.protocol": "consumer",
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-    )
-    consumer.subscribe(["orders"])
-    deadline = time.monotonic() + 20
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(0.2)
-    consumer.commit(offsets=[TopicPartition("orders", 2, 25)], asynchronous=False)
-    consumer.close()
-    argv = ["offsets", "reset", "--group", "kip848", "--all-topics", "--shift-by", "-10"]
-    code, out, err = run(capsys, cluster, *argv)
-    assert code == 0, err
-    assert out.splitlines()[1].split()[:6] == ["orders", "2", "25", "15", "-10", "re-read"]
-    code, out, err = run(capsys, cluster, *argv, "--execute", "--force")
-    assert code == 2
-    assert err.splitlines()[-1] == (
-        "offsetwatch: error: the broker refused to commit offsets of group 'kip848' "
-        "(UNKNOWN_MEMBER_ID): the group has members; stop its consumers first"
-    )
-    assert committed(cluster, "kip848") == {("orders", 2): 25}
 
 
 def test_history_mode_names_a_group_the_history_lacks(
