@@ -73,6 +73,9 @@ class InputRecord(NamedTuple):
 class BadInput:
     where: str
     reason: str
+    #: a whole input that could not be read: it stands for none of its lines, so hex-jsonl's
+    #: one output line per input line gets no {"error"} line for it
+    whole_input: bool = False
 
     def __str__(self) -> str:
         return f"{self.where}: {self.reason}"
@@ -181,7 +184,9 @@ class HexJsonlSource(Source):
 def unreadable(where: str | Path, error: OSError) -> BadInput:
     """An input that exists but cannot be read: named, skipped, counted as a failure."""
     reason = error.strerror or str(error)
-    return BadInput(str(where), f"cannot read it ({reason}): skipped; check its permissions")
+    return BadInput(
+        str(where), f"cannot read it ({reason}): skipped; check its permissions", whole_input=True
+    )
 
 
 def _file_opener(path: Path) -> Opener:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from offsetwatch.commands import UsageError
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.decode_inputs import Chunk, InputRecord, Notice, Source
+from offsetwatch.decode_inputs import BadInput, Chunk, InputRecord, Notice, Source
 from offsetwatch.decoder import Canonical, Codec, DecodeError, KafkaJson, group_of, share_state
 from offsetwatch.decoder.canonical import dumps
 
@@ -169,7 +169,7 @@ class DecodeLoop:
                     continue
                 message = str(item)
                 self.reporter.failure(message)
-                if one_per_line:
+                if one_per_line and not (type(item) is BadInput and item.whole_input):
                     append(_error_line(message))
                 continue
             partition, offset, timestamp, key, value, status, _line = item

@@ -1,0 +1,351 @@
+"""One clear line for every mistake (issues 19 and 21): a bad flag, property, variable, config
+file or an unreachable cluster gets exactly one `offsetwatch: error: ...` line on stderr that
+names what to fix, exit code 2, and never a traceback or a raw `KafkaError{...}` repr.
+
+No broker: the cluster these commands are pointed at is a closed port (refused at once) or a
+name that does not resolve; librdkafka refuses bad settings when a client handle is made. An
+unreadable input of `decode` is the one case that exits 1: it is named, the readable inputs
+are still decoded.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from offsetwatch.cli import main
+
+#: nothing listens on port 1 of the loopback: a connection is refused at once
+CLOSED = "127.0.0.1:1"
+UNRESOLVABLE = "no-such-broker.invalid:9092"
+SAMPLE = Path(__file__).parents[2] / "offsetwatch" / "samples" / "consumer-offsets.hex.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class Mistake:
+    argv: list[str]
+    #: every one of these must be in the error line
+    names: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: file name -> bytes, written to the test's directory (argv refers to them as {dir}/name)
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    #: must not be in the error line (blaming the wrong thing)
+    not_named: tuple[str, ...] = ()
+
+
+UTF16_TOML = codecs.BOM_UTF16_LE + 'bootstrap_server = "k:9092"\n'.encode("utf-16-le")
+UTF16_YAML = codecs.BOM_UTF16_LE + "basic_auth_users: {}\n".encode("utf-16-le")
+BAD_KAFKA_TABLE = b'[kafka]\n"nosuch.prop" = "1"\n'
+
+MISTAKES: dict[str, Mistake] = {
+    # -- out-of-range numbers and times, refused where parsed ----------------------------
+    "decode --timeout past int32 ms": Mistake(
+        ["decode", "--timeout", "2147484", "--bootstrap-server", CLOSED],
+        ("--timeout", "2147484", "2147483 seconds"),
+    ),
+    "decode --timeout infinite": Mistake(
+        ["decode", "--timeout", "1e309", "--bootstrap-server", CLOSED], ("--timeout", "1e309")
+    ),
+    "decode --timeout 0 ms": Mistake(
+        ["decode", "--timeout", "0.0001", "--bootstrap-server", CLOSED], ("--timeout", "0.0001")
+    ),
+    "decode --timeout nan from the environment": Mistake(
+        ["decode", "--bootstrap-server", CLOSED],
+        ("OFFSETWATCH_TIMEOUT", "nan"),
+        env={"OFFSETWATCH_TIMEOUT": "nan"},
+    ),
+    "decode --from past int64": Mistake(
+        ["decode", "--from", "9223372036854775808", "--bootstrap-server", CLOSED],
+        ("--from", "9223372036854775808", "year 9999", "milliseconds"),
+    ),
+    "decode --from before 1970": Mistake(
+        ["decode", "--from", "1969-01-01T00:00:00Z", "--bootstrap-server", CLOSED],
+        ("--from", "1969-01-01T00:00:00Z", "before 1970"),
+    ),
+    "decode --from in the future": Mistake(
+        ["decode", "--from", "2999-01-01T00:00:00Z", "--bootstrap-server", CLOSED],
+        ("--from", "in the future", "--from end"),
+    ),
+    "decode --partition past int32": Mistake(
+        ["decode", "--partition", "99999999999", "--sample"], ("--partition", "99999999999")
+    ),
+    "offsets reset --to-offset past int64": Mistake(
+        ["offsets", "reset", "--group", "g", "--all-topics", "--to-offset", "9" * 20],
+        ("--to-offset", "9" * 20, "9223372036854775807"),
+    ),
+    "offsets reset --shift-by past int64": Mistake(
+        ["offsets", "reset", "--group", "g", "--all-topics", "--shift-by", "-" + "9" * 20],
+        ("--shift-by",),
+    ),
+    "export --http-port out of range": Mistake(
+        ["export", "--http-port", "70000"], ("--http-port", "70000")
+    ),
+    "export --sample-interval-s overflows a wait": Mistake(
+        ["export", "--sample-interval-s", "1e300"], ("--sample-interval-s", "2147483")
+    ),
+    "export --http-workers from the environment": Mistake(
+        ["export"],
+        ("--http-workers", "OFFSETWATCH_HTTP_WORKERS"),
+        env={"OFFSETWATCH_HTTP_WORKERS": "100000"},
+    ),
+    "demo --http-port out of range": Mistake(["demo", "--http-port", "-1"], ("--http-port", "-1")),
+    "demo --duration infinite": Mistake(["demo", "--duration", "inf"], ("--duration", "inf")),
+    "spark analyze --lag-slo nan": Mistake(
+        ["spark", "analyze", "--lag-slo", "nan"], ("--lag-slo", "nan")
+    ),
+    "spark stream --trigger-s negative": Mistake(
+        ["spark", "stream", "--trigger-s", "-1"], ("--trigger-s", "-1")
+    ),
+    # -- librdkafka settings that can never work, named by where they came from -------------
+    "decode -X unknown property": Mistake(
+        ["decode", "--bootstrap-server", CLOSED, "-X", "nosuch.prop=1"],
+        ("-X nosuch.prop", "fix or remove it"),
+    ),
+    "groups list -X unknown property": Mistake(
+        ["groups", "list", "--bootstrap-server", CLOSED, "-X", "nosuch.prop=1"],
+        ("-X nosuch.prop", "fix or remove it"),
+    ),
+    "groups describe -X bad value": Mistake(
+        ["groups", "describe", "g", "--bootstrap-server", CLOSED, "-X", "security.protocol=BOGUS"],
+        ("-X security.protocol", "BOGUS"),
+        not_named=("group",),
+    ),
+    "offsets export bad property from the environment": Mistake(
+        ["offsets", "export", "--group", "g", "--bootstrap-server", CLOSED],
+        ("OFFSETWATCH_KAFKA_NOSUCH_PROP", "nosuch.prop"),
+        env={"OFFSETWATCH_KAFKA_NOSUCH_PROP": "1"},
+    ),
+    "offsets reset an SSL file librdkafka cannot load": Mistake(
+        [
+            "offsets",
+            "reset",
+            "--group",
+            "g",
+            "--all-topics",
+            "--to-earliest",
+            "--bootstrap-server",
+            CLOSED,
+            "-X",
+            "security.protocol=SSL",
+            "-X",
+            "ssl.ca.location=/nonexistent/ca.pem",
+        ],
+        ("-X ssl.ca.location",),
+    ),
+    "export -X unknown property": Mistake(
+        ["export", "--bootstrap-server", CLOSED, "-X", "nosuch.prop=1"], ("-X nosuch.prop",)
+    ),
+    "export bad value from the environment": Mistake(
+        ["export", "--bootstrap-server", CLOSED],
+        ("OFFSETWATCH_KAFKA_SECURITY_PROTOCOL", "BOGUS"),
+        env={"OFFSETWATCH_KAFKA_SECURITY_PROTOCOL": "BOGUS"},
+    ),
+    "export unknown property in the [kafka] table": Mistake(
+        ["export", "--config", "{dir}/offsetwatch.toml"],
+        ('"nosuch.prop" in the [kafka] table of', "offsetwatch.toml"),
+        files={"offsetwatch.toml": BAD_KAFKA_TABLE},
+    ),
+    "export a SASL mechanism librdkafka lacks": Mistake(
+        [
+            "export",
+            "--bootstrap-server",
+            CLOSED,
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=GSSAPI",
+        ],
+        ("-X sasl.mechanism", "GSSAPI"),
+    ),
+    # -- an unreachable cluster: the address, where it came from, what to check -------------
+    "groups list refused": Mistake(
+        ["groups", "list", "--bootstrap-server", CLOSED],
+        ("cannot reach Kafka at 127.0.0.1:1", "--bootstrap-server", "Connection refused"),
+    ),
+    "groups describe refused, address from the environment": Mistake(
+        ["groups", "describe", "payments"],
+        ("cannot reach Kafka at 127.0.0.1:1", "OFFSETWATCH_BOOTSTRAP_SERVER", "security"),
+        env={"OFFSETWATCH_BOOTSTRAP_SERVER": CLOSED},
+        not_named=("payments", "unknown group"),
+    ),
+    "offsets export name that does not resolve": Mistake(
+        ["offsets", "export", "--group", "g", "--bootstrap-server", UNRESOLVABLE],
+        (f"cannot reach Kafka at {UNRESOLVABLE}", "resolve"),
+    ),
+    "offsets migrate refused": Mistake(
+        [
+            "offsets",
+            "migrate",
+            "--from-group",
+            "a",
+            "--to-group",
+            "b",
+            "--bootstrap-server",
+            CLOSED,
+        ],
+        ("cannot reach Kafka at 127.0.0.1:1",),
+    ),
+    # -- files -------------------------------------------------------------------------------
+    "export --config saved as UTF-16": Mistake(
+        ["export", "--config", "{dir}/offsetwatch.toml"],
+        ("offsetwatch.toml", "not UTF-8", "UTF-16", "--config"),
+        files={"offsetwatch.toml": UTF16_TOML},
+    ),
+    "export OFFSETWATCH_CONFIG saved as UTF-16": Mistake(
+        ["export"],
+        ("offsetwatch.toml", "UTF-16", "OFFSETWATCH_CONFIG"),
+        env={"OFFSETWATCH_CONFIG": "{dir}/offsetwatch.toml"},
+        files={"offsetwatch.toml": UTF16_TOML},
+    ),
+    "export --web-config saved as UTF-16": Mistake(
+        ["export", "--web-config", "{dir}/web.yml"],
+        ("--web-config", "web.yml", "UTF-16"),
+        files={"web.yml": UTF16_YAML},
+    ),
+    "export --config is a directory": Mistake(
+        ["export", "--config", "{dir}"], ("--config", "is a directory")
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the variables a case sets: a developer's OFFSETWATCH_* must not change a verdict."""
+    for name in list(os.environ):
+        if name.startswith("OFFSETWATCH_") and "TEST" not in name and "CONFORMANCE" not in name:
+            monkeypatch.delenv(name)
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err and "KafkaError{" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("offsetwatch: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", MISTAKES)
+def test_a_mistake_is_one_line_naming_it(
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mistake = MISTAKES[case]
+    for name, data in mistake.files.items():
+        (tmp_path / name).write_bytes(data)
+    for name, value in mistake.env.items():
+        monkeypatch.setenv(name, value.format(dir=tmp_path))
+    argv = [arg.format(dir=tmp_path) for arg in mistake.argv]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    for name in mistake.names:
+        assert name in line, line
+    for name in mistake.not_named:
+        assert name not in line, line
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_export_on_a_port_in_use(busy_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["export", "--bootstrap-server", CLOSED, "--http-host", "127.0.0.1"]
+    # WARNING keeps the exporter's start-up log off stderr: only the verdict is left there
+    argv += ["--http-port", str(busy_port), "--log-level", "WARNING"]
+    assert main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"cannot listen on 127.0.0.1:{busy_port}" in line
+    assert "choose another --http-port" in line
+
+
+# -- unreadable inputs of decode: named, skipped, the others decoded, exit 1 ---------------
+
+
+def _unprivileged() -> list[str]:
+    """How to run a command without root's power to read any file (root ignores modes)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot deny a read")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory the unprivileged user can enter (pytest's tmp_path is root's, mode 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="offsetwatch-mistakes-"))
+    path.chmod(0o755)
+    yield path
+    for sub in path.rglob("*"):
+        sub.chmod(0o755 if sub.is_dir() else 0o644)
+    shutil.rmtree(path)
+
+
+def decode(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [*_unprivileged(), sys.executable, "-m", "offsetwatch.cli", "decode", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFSETWATCH_")}
+    # the unprivileged user may not read this checkout's .pth-installed path: say it
+    env["PYTHONPATH"] = str(Path(__file__).parents[2])
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_decode_names_unreadable_inputs_and_decodes_the_rest(
+    open_dir: Path, conformance_dir: Path
+) -> None:
+    segments = conformance_dir / "runs" / "codec-gzip" / "segments"
+    good_dir = open_dir / "__consumer_offsets-0"
+    shutil.copytree(segments / "__consumer_offsets-0", good_dir)
+    locked_dir = open_dir / "__consumer_offsets-1"
+    shutil.copytree(segments / "__consumer_offsets-1", locked_dir)
+    locked_file = open_dir / "__consumer_offsets-2"
+    shutil.copytree(segments / "__consumer_offsets-2", locked_file)
+    (open_dir / "good.jsonl").write_bytes(SAMPLE.read_bytes())
+    (open_dir / "locked.jsonl").write_bytes(SAMPLE.read_bytes())
+    for path in open_dir.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    locked_dir.chmod(0)
+    for log in locked_file.glob("*.log"):
+        log.chmod(0)
+    (open_dir / "locked.jsonl").chmod(0)
+
+    alone = decode(["--input", "segments", good_dir.name], open_dir)
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.count("\n") > 0
+    mixed = decode(
+        ["--input", "segments", good_dir.name, locked_dir.name, locked_file.name], open_dir
+    )
+    assert mixed.returncode == 1, mixed.stderr
+    assert mixed.stdout == alone.stdout  # every readable record, as when read alone
+    assert "Traceback" not in mixed.stderr
+    lines = mixed.stderr.splitlines()
+    assert lines[0] == (
+        f"offsetwatch: {locked_dir.name}: cannot read it (Permission denied): skipped; "
+        "check its permissions"
+    )
+    assert len(lines) == 1 + len(list(locked_file.glob("*.log")))
+    for line, log in zip(lines[1:], sorted(locked_file.glob("*.log")), strict=True):
+        assert line.startswith(f"offsetwatch: {log.resolve()}: cannot read it"), line
+
+    hex_alone = decode(["good.jsonl"], open_dir)
+    hex_mixed = decode(["locked.jsonl", "good.jsonl"], open_dir)
+    assert (hex_alone.returncode, hex_mixed.returncode) == (0, 1), hex_mixed.stderr
+    assert hex_mixed.stdout == hex_alone.stdout
+    assert hex_mixed.stderr == (
+        "offsetwatch: locked.jsonl: cannot read it (Permission denied): skipped; "
+        "check its permissions\n"
+    )
