@@ -7,7 +7,7 @@ time and half after. Then:
 
 * the live topic read `--from` the cutoff (and from before / after everything) is, partition
   by partition, exactly what a plain confluent-kafka consumer reads from the offsets that
-  `offsets_for_times` gives;
+  `offsets_for_times` gives; `--isolation read_committed` hides aborted and open transactions;
 * the broker's own segment files decoded with `--format dump-log` are, record by record, the
   text `kafka-dump-log.sh --offsets-decoder` prints for the same files (as in
   tests/decoder/test_conformance.py), with the same transaction outcomes; and the committed
