@@ -8,12 +8,10 @@ Both serve classic groups (eager and cooperative assignors) and KIP-848 groups
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
-
-from tests.kafka_fixtures import fast_producer
 
 PROTOCOLS = ("eager", "cooperative", "consumer")
 
@@ -39,18 +37,6 @@ def make_consumer(bootstrap: str, group: str, protocol: str, **extra: object) ->
         config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
     config.update(extra)
     return Consumer(config)
-
-
-def produce_timed(bootstrap: str, topic: str, timestamps: Mapping[int, Sequence[int]]) -> None:
-    """Write one message per timestamp (CreateTime, ms) to each partition, in order."""
-    producer = fast_producer(bootstrap)
-    producer.list_topics(topic, timeout=10)
-    for partition, times in timestamps.items():
-        for i, ts in enumerate(times):
-            producer.produce(
-                topic, value=f"{partition}:{i}".encode(), partition=partition, timestamp=ts
-            )
-    assert producer.flush(30) == 0
 
 
 @dataclass
@@ -103,10 +89,22 @@ def release(reader: Reader, held: list[TopicPartition]) -> None:
 def poll_until(
     readers: Iterable[Reader], done: Callable[[], bool], timeout_s: float = 60.0
 ) -> None:
-    """Poll every reader in turn (callbacks run inside poll) until `done()`; fail on timeout."""
+    """Poll every reader until `done()` (callbacks run inside poll); fail on timeout.
+
+    Each reader is drained without blocking: waiting on every idle reader for each message
+    another one returns made a test with ten members side by side wait half a second per
+    record."""
     group = list(readers)
     deadline = time.monotonic() + timeout_s
     while not done():
         assert time.monotonic() < deadline, "timed out waiting for the consumers"
+        progressed = False
         for reader in group:
-            reader.poll()
+            for _ in range(100):
+                before = len(reader.read)
+                reader.poll(0)
+                if len(reader.read) == before:
+                    break
+                progressed = True
+        if not progressed:
+            time.sleep(0.01)

@@ -37,8 +37,10 @@ from offsetwatch.consumer_helpers import (
     ExternalOffsets,
     FileOffsetStore,
     FromBeginning,
+    FromSnapshot,
     FromTimestamp,
     OffsetStore,
+    OutOfRange,
     ReplayController,
     ReplayStart,
     StoredPartition,
@@ -52,6 +54,7 @@ from tests.offsetwatch.consumer_helpers.clients import (
     Reader,
     hold,
     make_consumer,
+    poll_until,
     release,
 )
 from tests.real_broker import Broker, broker_script, unique
@@ -225,25 +228,7 @@ def _with_partition(reads: Iterable[tuple[int, int]], partition: int) -> int:
 
 
 def _poll_until(readers: Iterable[Reader], done: Callable[[], bool]) -> None:
-    """Poll every reader until `done()` (callbacks run inside poll); fail after WAIT_S.
-
-    Each reader is drained without blocking: clients.poll_until waits up to 50 ms on every
-    idle reader for each message another one returns, which with ten members side by side
-    made a test wait half a second per record."""
-    group = list(readers)
-    deadline = time.monotonic() + WAIT_S
-    while not done():
-        assert time.monotonic() < deadline, "timed out waiting for the consumers"
-        progressed = False
-        for reader in group:
-            for _ in range(100):
-                before = len(reader.read)
-                reader.poll(0)
-                if len(reader.read) == before:
-                    break
-                progressed = True
-        if not progressed:
-            time.sleep(0.01)
+    poll_until(readers, done, WAIT_S)
 
 
 def _close(readers: Iterable[Reader]) -> None:
@@ -671,6 +656,139 @@ def test_seek_to_timestamp_only_uncommitted_keeps_committed_partitions(
     assert sorted(reader.read) == _reads({**kafka, 0: 2, 3: 39})
     # The helper committed the starts it chose, and left the others alone.
     assert committed == {(topic, p): offset for p, offset in {**kafka, 0: 2, 3: 39}.items()}
+
+
+#: where the `trimmed` topic's partition 2 starts once its first records are deleted
+TRIMMED_START = 20
+
+
+@pytest.fixture(scope="module")
+def trimmed(kafka_broker: Broker) -> str:
+    """A topic of PARTITIONS x PER_PARTITION records whose partition 2 starts at
+    TRIMMED_START: its first records deleted (what retention does)."""
+    topic = unique("helpers-trimmed")
+    kafka_broker.create_topic(topic, PARTITIONS)
+    kafka_broker.produce(topic, [PER_PARTITION] * PARTITIONS)
+    admin = kafka_broker.admin()  # kept alive until its futures answer
+    futures = admin.delete_records([TopicPartition(topic, 2, TRIMMED_START)], request_timeout=60)
+    for future in futures.values():
+        assert future.result(timeout=60).low_watermark == TRIMMED_START
+    return topic
+
+
+def test_replay_from_a_snapshot_clamps_to_the_log_and_leaves_other_partitions(
+    kafka_broker: Broker, trimmed: str
+) -> None:
+    """Snapshot offsets beyond the log end and before the log start are clamped; a partition
+    missing from the snapshot goes on from its committed offset; every partition ends marked."""
+    group = unique("snapshot")
+    kafka_broker.commit(group, {(trimmed, 3): 30})
+    snapshot = {(trimmed, 0): 10, (trimmed, 1): 999, (trimmed, 2): 5}
+    controller = ReplayController("snap", FromSnapshot(snapshot))
+    reader = Reader(make_consumer(kafka_broker.bootstrap, group, "consumer"))
+    reader.on_message = lambda message: controller.commit(reader.consumer, message)
+    controller.subscribe(reader.consumer, [trimmed])
+    starts = {0: 10, 1: PER_PARTITION, 2: TRIMMED_START, 3: 30}
+    keys = [TopicPartition(trimmed, p) for p in range(PARTITIONS)]
+    try:
+        _poll_until([reader], lambda: len(reader.read) >= len(_reads(starts)))
+        marks = reader.consumer.committed(keys, timeout=30)
+    finally:
+        _close([reader])
+    assert sorted(reader.read) == _reads(starts)
+    assert kafka_broker.committed(group) == {(trimmed, p): PER_PARTITION for p in range(PARTITIONS)}
+    assert {replay_id_of(c.metadata) for c in marks} == {"snap"}
+
+
+def test_auto_commit_of_stored_offsets_keeps_the_replay_mark(
+    kafka_broker: Broker, timed: TimedTopics
+) -> None:
+    """store() with enable.auto.offset.store=false: librdkafka's auto-commit sends the stored
+    metadata along, so an auto-committing application keeps the mark too."""
+    topic, group = timed.read_only, unique("auto-commit")
+    controller = ReplayController("auto", FromBeginning())
+    reader = Reader(
+        make_consumer(
+            kafka_broker.bootstrap,
+            group,
+            "consumer",
+            **{
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 50,
+                "enable.auto.offset.store": False,
+            },
+        )
+    )
+    reader.on_message = lambda message: controller.store(reader.consumer, message)
+    controller.subscribe(reader.consumer, [topic])
+    everything = _reads(dict.fromkeys(range(PARTITIONS), 0))
+    keys = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    def marked() -> bool:
+        found = reader.consumer.committed(keys, timeout=30)
+        return {(c.offset, replay_id_of(c.metadata)) for c in found} == {(PER_PARTITION, "auto")}
+
+    try:
+        _poll_until([reader], lambda: len(reader.read) >= len(everything) and marked())
+    finally:
+        _close([reader])
+    assert sorted(reader.read) == everything
+    assert kafka_broker.committed(group) == {(topic, p): PER_PARTITION for p in range(PARTITIONS)}
+
+
+def test_external_offsets_outside_the_log_restart_at_the_log_start(
+    kafka_broker: Broker, trimmed: str, tmp_path: Path
+) -> None:
+    """Stored offsets above the log end (a recreated topic) or below the log start (retention)
+    restart at the log start with on_out_of_range's state; the others resume."""
+    store = FileOffsetStore(tmp_path / "offsets")
+    store.save(
+        {
+            (trimmed, 0): StoredPartition(500, b'["gone"]'),
+            (trimmed, 1): StoredPartition(7, json.dumps([f"1:{i}" for i in range(7)]).encode()),
+            (trimmed, 2): StoredPartition(2, b'["2:0", "2:1"]'),
+        }
+    )
+    events: list[tuple[OutOfRange, Processed]] = []
+
+    def on_out_of_range(event: OutOfRange, stored: Processed) -> Processed:
+        events.append((event, stored))
+        return []
+
+    offsets = ExternalOffsets(
+        store,
+        initial=list,
+        encode=lambda state: json.dumps(state).encode(),
+        decode=json.loads,
+        on_out_of_range=on_out_of_range,
+    )
+    reader = Reader(make_consumer(kafka_broker.bootstrap, unique("out-of-range"), "consumer"))
+
+    def process(message: Message) -> None:
+        topic, partition = message.topic(), message.partition()
+        assert topic is not None and partition is not None
+        offsets.update(message, [*offsets.state(topic, partition), _value(message)])
+
+    reader.on_message = process
+    offsets.subscribe(reader.consumer, [trimmed])
+    starts = {0: 0, 1: 7, 2: TRIMMED_START, 3: 0}
+    try:
+        _poll_until([reader], lambda: len(reader.read) >= len(_reads(starts)))
+    finally:
+        _close([reader])  # revokes: saves every partition
+    assert sorted(reader.read) == _reads(starts)
+    assert sorted(events, key=lambda e: e[0].partition) == [
+        (OutOfRange(trimmed, 0, 500, 0, PER_PARTITION), ["gone"]),
+        (OutOfRange(trimmed, 2, 2, TRIMMED_START, PER_PARTITION), ["2:0", "2:1"]),
+    ]
+    first_kept = {0: 0, 1: 0, 2: TRIMMED_START, 3: 0}
+    assert {
+        key: (entry.offset, json.loads(entry.state))
+        for key, entry in store.load([(trimmed, p) for p in range(PARTITIONS)]).items()
+    } == {
+        (trimmed, p): (PER_PARTITION, [f"{p}:{i}" for i in range(first, PER_PARTITION)])
+        for p, first in first_kept.items()
+    }
 
 
 def test_kafka_answers_for_the_time_are_the_layouts(timed: TimedTopics) -> None:
