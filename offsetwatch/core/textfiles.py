@@ -34,9 +34,13 @@ def read_text(path: Path, what: str) -> str:
         raise TextFileError(
             f"cannot read {what} {path}: {error.strerror or error}; check its permissions"
         ) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        utf16 = data.startswith(_UTF16_MARKS) or (len(data) > 1 and 0 in data[:2])
-        hint = "it looks like UTF-16" if utf16 else f"byte {error.start} is not UTF-8"
-        raise TextFileError(f"{what} {path} is not UTF-8 text ({hint}): save it as UTF-8") from None
+    # UTF-16 of ASCII text is valid UTF-8 with a NUL in every other byte: no text file of
+    # ours holds a NUL, so one is UTF-16 (or binary), whatever the decoder says
+    if data.startswith(_UTF16_MARKS) or b"\0" in data:
+        hint = "it looks like UTF-16"
+    else:
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            hint = f"byte {error.start} is not UTF-8"
+    raise TextFileError(f"{what} {path} is not UTF-8 text ({hint}): save it as UTF-8")

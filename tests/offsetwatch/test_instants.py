@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from offsetwatch.instants import datetime_epoch_ms, epoch_or_iso_ms, instant_or_ago_ms, iso_epoch_ms
+from offsetwatch.instants import (
+    MAX_EPOCH_MS,
+    InstantRangeError,
+    datetime_epoch_ms,
+    epoch_or_iso_ms,
+    instant_or_ago_ms,
+    iso_epoch_ms,
+)
 
 
 @pytest.mark.parametrize(
@@ -81,3 +88,33 @@ def test_datetimes_convert_as_their_iso_text_does(moment: datetime) -> None:
 def test_a_naive_datetime_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         datetime_epoch_ms(datetime(2026, 11, 20))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("1969-12-31T23:59:59.999Z", "before 1970"),
+        ("0001-01-01T00:00:00+01:00", "before 1970"),  # before datetime's first instant in UTC
+        ("9223372036854775808", "after the year 9999"),  # past int64
+        ("1795165200000000", "not micro- or nanoseconds"),  # epoch microseconds
+    ],
+)
+def test_times_outside_1970_to_9999_are_refused_saying_why(text: str, words: str) -> None:
+    with pytest.raises(InstantRangeError, match=words):
+        epoch_or_iso_ms(text)
+    with pytest.raises(InstantRangeError):
+        instant_or_ago_ms(text, 1_795_165_200_000)
+
+
+def test_the_edges_of_the_range_are_accepted() -> None:
+    assert epoch_or_iso_ms("1970-01-01T00:00:00Z") == 0
+    assert epoch_or_iso_ms("0") == 0
+    assert epoch_or_iso_ms("9999-12-31T23:59:59.999Z") == MAX_EPOCH_MS
+    with pytest.raises(InstantRangeError):
+        epoch_or_iso_ms(str(MAX_EPOCH_MS + 1))
+
+
+def test_a_duration_reaching_before_1970_is_refused() -> None:
+    assert instant_or_ago_ms("1d", 86_400_000) == 0
+    with pytest.raises(InstantRangeError, match="before 1970"):
+        instant_or_ago_ms("99999999d", 1_795_165_200_000)

@@ -10,7 +10,10 @@ from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
     bootstrap_from_env,
+    check_client_config,
     kafka_config,
+    kafka_config_origins,
+    kafka_error_text,
     kafka_properties_from_env,
 )
 
@@ -90,3 +93,67 @@ def test_reserved_variables_are_options_not_properties() -> None:
     assert kafka_properties_from_env(environ, {"OFFSETWATCH_KAFKA_LAG_EXPORTER_ALIASES"}) == [
         ("acks", "all")
     ]
+
+
+def test_origins_name_the_flag_or_variable_of_each_property() -> None:
+    args = parse("--bootstrap-server", "b:1", "-X", "acks=all")
+    env = {"OFFSETWATCH_KAFKA_SASL_MECHANISM": "PLAIN", "OFFSETWATCH_BOOTSTRAP_SERVERS": "e:1"}
+    config, origins = kafka_config_origins(args, env)
+    assert config == kafka_config(args, env)
+    assert origins == {
+        "sasl.mechanism": "OFFSETWATCH_KAFKA_SASL_MECHANISM",
+        "acks": "-X acks",
+        "bootstrap.servers": "--bootstrap-server",
+    }
+    assert kafka_config_origins(parse(), env)[1]["bootstrap.servers"] == (
+        "OFFSETWATCH_BOOTSTRAP_SERVERS"
+    )
+
+
+@pytest.mark.parametrize(
+    ("properties", "words"),
+    [
+        ({"nosuch.prop": "1"}, ['-X nosuch.prop: No such configuration property: "nosuch.prop"']),
+        ({"security.protocol": "BOGUS"}, ["-X security.protocol:", 'Invalid value "BOGUS"']),
+        ({"session.timeout.ms": "99999999999"}, ["-X session.timeout.ms:", "outside allowed"]),
+        ({"log_level": "abc"}, ["-X log_level:"]),
+        ({"error_cb": "x"}, ["-X error_cb:", "callable"]),
+        (  # found in rd_kafka_new, not in the property's own check: named all the same
+            {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
+            ["-X ssl.ca.location:"],
+        ),
+    ],
+)
+def test_settings_that_cannot_work_name_their_origin(
+    properties: dict[str, str], words: list[str]
+) -> None:
+    origins = {name: f"-X {name}" for name in properties}
+    for kind in ("consumer", "producer", "admin"):
+        with pytest.raises(ConnectionOptionError) as refused:
+            check_client_config(properties, origins, kind)  # type: ignore[arg-type]
+        message = str(refused.value)
+        assert "KafkaError{" not in message and "Failed to create" not in message
+        for word in words:
+            assert word in message, message
+
+
+def test_a_refused_secret_value_is_never_echoed() -> None:
+    with pytest.raises(ConnectionOptionError) as refused:
+        check_client_config(
+            {"sasl.password": "hunter2", "nosuch.prop": "hunter2"},
+            {"sasl.password": "-X sasl.password", "nosuch.prop": "-X nosuch.prop"},
+        )
+    assert "hunter2" not in str(refused.value)
+
+
+def test_settings_that_work_pass() -> None:
+    check_client_config({"bootstrap.servers": "127.0.0.1:1", "acks": "all"}, {}, "producer")
+    check_client_config({"group.protocol": "consumer"}, {}, "consumer")
+
+
+def test_kafka_error_text_drops_the_repr() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    error = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed while waiting"))
+    assert kafka_error_text(error) == "Failed while waiting"
+    assert kafka_error_text(ValueError("plain")) == "plain"
