@@ -56,6 +56,8 @@ class Cause(StrEnum):
     SLOW_CONSUMER = "slow_consumer"
     PARTITION_UNOWNED = "partition_unowned"
     TOPIC_DELETED = "topic_deleted"
+    #: share groups: records redelivered again and again or archived at the delivery limit
+    POISON_RECORDS = "poison_records"
     UNKNOWN = "unknown"
 
 

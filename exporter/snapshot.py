@@ -27,6 +27,8 @@ from offsetwatch.exporter.diagnosis import (
 )
 from offsetwatch.exporter.group_views import GroupView, GroupViews
 from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, ShareStatusConfig, share_group
+from offsetwatch.exporter.share_state import SharePartition, ShareStateStore
 from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
 from offsetwatch.exporter.status import (
     PartitionWindow,
@@ -81,6 +83,23 @@ class GroupSnapshot:
     rebalances_total: int = 0
     members_joined_total: int = 0
     members_left_total: int = 0
+    #: share groups (KIP-932): each share partition's state, lag and status from
+    #: __share_group_state (exporter/share_snapshot.py); None for other groups
+    share: ShareGroupSnapshot | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStats:
+    """What the snapshot says about `__share_group_state` itself (self-metrics)."""
+
+    #: records applied by kind (share_snapshot, share_update, tombstone, unknown)
+    applied: tuple[tuple[str, int], ...] = ()
+    #: bad input by reason (exporter/share_state.py), undecodable records included
+    errors: tuple[tuple[str, int], ...] = ()
+    #: exported share partitions whose topic id has no known name (shown as the id)
+    unnamed_partitions: int = 0
+    #: share partitions of groups __consumer_offsets does not know (deleted groups)
+    orphan_partitions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +113,7 @@ class Snapshot:
     assignment_decode_errors: int = 0
     #: diagnoses that failed (a bug: the group gets cause `unknown` instead)
     diagnosis_errors: int = 0
+    share_stats: ShareStats = ShareStats()
 
     def group(self, group_id: str) -> GroupSnapshot | None:
         for group in self.groups:
@@ -134,6 +154,7 @@ class SnapshotBuilder:
     views: GroupViews = field(default_factory=GroupViews)
     diagnosis_config: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG
     diagnosis_errors: int = 0
+    share_config: ShareStatusConfig | None = None
 
     def build(
         self,
@@ -141,18 +162,40 @@ class SnapshotBuilder:
         histories: dict[tuple[str, int], LogEndHistory],
         now_ms: int,
         ready: bool,
+        share: ShareStateStore | None = None,
+        share_errors: dict[str, int] | None = None,
+        topic_names: dict[str, str] | None = None,
     ) -> Snapshot:
         groups = []
         tracked = 0
         window_start_ms = state.window_clock.window_ms
+        share_groups = {} if share is None else share.groups()
+        unnamed = 0
         for group_id, group in list(state.groups.items()):
             if not self.filters.group_ok(group_id):
                 continue
             snapshot = self._group(group, histories, now_ms, window_start_ms)
+            partitions = share_groups.get(group_id)
+            if partitions is not None and share is not None:
+                snapshot = self._share(
+                    snapshot, group, partitions, histories, now_ms, share, topic_names
+                )
+                assert snapshot.share is not None
+                tracked += len(snapshot.share.partitions)
+                unnamed += sum(1 for row in snapshot.share.partitions if not row.named)
             tracked += sum(len(t) for t in snapshot.topics)
             groups.append(snapshot)
         groups.sort(key=lambda g: g.view.group_id)
         self.views.retain(state.groups)
+        errors = dict(share.errors) if share is not None else {}
+        for reason, n in (share_errors or {}).items():
+            errors[reason] = errors.get(reason, 0) + n
+        share_stats = ShareStats(
+            applied=() if share is None else tuple(sorted(share.applied.items())),
+            errors=tuple(sorted(errors.items())),
+            unnamed_partitions=unnamed,
+            orphan_partitions=sum(len(p) for g, p in share_groups.items() if g not in state.groups),
+        )
         return Snapshot(
             now_ms,
             ready,
@@ -160,6 +203,59 @@ class SnapshotBuilder:
             tracked,
             self.views.assignment_decode_errors,
             self.diagnosis_errors,
+            share_stats,
+        )
+
+    def _share(
+        self,
+        snapshot: GroupSnapshot,
+        group: GroupState,
+        partitions: list[tuple[str, int, SharePartition]],
+        histories: dict[tuple[str, int], LogEndHistory],
+        now_ms: int,
+        share: ShareStateStore,
+        topic_names: dict[str, str] | None,
+    ) -> GroupSnapshot:
+        """A share group's snapshot: its status, lag and diagnosis are the queue's."""
+        cfg = self.share_config or ShareStatusConfig(window_ms=self.status_config.window_ms)
+        queue = share_group(
+            group,
+            snapshot.view,
+            partitions,
+            histories,
+            now_ms,
+            share.window_clock.window_ms,
+            cfg,
+            topic_names,
+            self.filters.topic_ok,
+        )
+        history = group.history
+        rebalances = () if history is None else snapshot.diagnosis.rebalances
+        diagnosis = queue.diagnosis
+        if rebalances:
+            diagnosis = Diagnosis(
+                diagnosis.status,
+                diagnosis.cause,
+                diagnosis.reason,
+                diagnosis.suspects,
+                diagnosis.catch_up_seconds,
+                diagnosis.falling_behind,
+                rebalances,
+            )
+        return GroupSnapshot(
+            view=snapshot.view,
+            topics=snapshot.topics,
+            status=max(snapshot.status, queue.status),
+            commits_total=snapshot.commits_total,
+            last_commit_ts=snapshot.last_commit_ts,
+            commit_rate=snapshot.commit_rate,
+            total_lag=snapshot.total_lag + queue.total_lag,
+            max_lag_seconds=max(snapshot.max_lag_seconds, queue.max_lag_seconds),
+            diagnosis=diagnosis,
+            rebalances_total=snapshot.rebalances_total,
+            members_joined_total=snapshot.members_joined_total,
+            members_left_total=snapshot.members_left_total,
+            share=queue,
         )
 
     def _group(

@@ -80,6 +80,25 @@ class WindowClock:
     #: the start of the current bucket
     bucket_ms: int = NEVER
 
+    def roll(self, now_ms: int, window_ms: int) -> RollFrom | None:
+        """Move the boundaries when the current bucket is half a window old (see
+        `OffsetState.roll_windows`); None when it is not. The share-state store rolls its
+        own clock with the same rule (exporter/share_state.py)."""
+        if self.bucket_ms != NEVER and now_ms - self.bucket_ms < max(1, window_ms // 2):
+            return None
+        horizon = now_ms - window_ms
+        if self.bucket_ms <= horizon:
+            new_window = RollFrom.BUCKET
+            self.window_ms = self.next_ms = self.bucket_ms
+        elif self.next_ms <= horizon:
+            new_window = RollFrom.NEXT
+            self.window_ms, self.next_ms = self.next_ms, self.bucket_ms
+        else:
+            new_window = RollFrom.WINDOW
+            self.next_ms = self.bucket_ms
+        self.bucket_ms = now_ms
+        return new_window
+
 
 class PartitionTable:
     """Committed offsets of one (group, topic), one array slot per partition number."""
@@ -429,20 +448,9 @@ class OffsetState:
         start, so the judged span stays between one and one and a half windows; after a pause
         longer than a window (the first roll, a stalled main loop) it is the old bucket start.
         """
-        clock = self.window_clock
-        if clock.bucket_ms != NEVER and now_ms - clock.bucket_ms < max(1, window_ms // 2):
+        new_window = self.window_clock.roll(now_ms, window_ms)
+        if new_window is None:
             return
-        horizon = now_ms - window_ms
-        if clock.bucket_ms <= horizon:
-            new_window = RollFrom.BUCKET
-            clock.window_ms = clock.next_ms = clock.bucket_ms
-        elif clock.next_ms <= horizon:
-            new_window = RollFrom.NEXT
-            clock.window_ms, clock.next_ms = clock.next_ms, clock.bucket_ms
-        else:
-            new_window = RollFrom.WINDOW
-            clock.next_ms = clock.bucket_ms
-        clock.bucket_ms = now_ms
         for group in self.groups.values():
             for table in group.topics.values():
                 table.roll_window(new_window)
