@@ -311,10 +311,12 @@ def _mode(args: argparse.Namespace, now_ms: int) -> Mode:
             duration_before_ms(args.by_duration, now_ms), f"--by-duration {args.by_duration}"
         )
     if args.from_file is not None:
+        from offsetwatch.core.textfiles import TextFileError, read_text
+
         try:
-            text = Path(args.from_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise UsageError(f"--from-file {args.from_file}: cannot read it: {error}") from None
+            text = read_text(Path(args.from_file), "--from-file")
+        except TextFileError as error:
+            raise UsageError(str(error)) from None
         return plan.ToOffsets(parse_offsets_csv(text, args.from_file), args.from_file, True)
     time_ms = parse_datetime_ms(args.to_history_time, "--to-history-time")
     plan.check_time(time_ms, now_ms, f"--to-history-time {args.to_history_time}")

@@ -254,6 +254,52 @@ def test_a_mistake_is_one_line_naming_it(
         assert name not in line, line
 
 
+#: mistakes found once the cluster answered (the plan is checked before anything is written)
+ON_A_CLUSTER: dict[str, Mistake] = {
+    "offsets reset --from-file saved as UTF-16": Mistake(
+        ["--from-file", "{dir}/offsets.csv"],
+        ("--from-file", "offsets.csv", "UTF-16", "save it as UTF-8"),
+        files={"offsets.csv": codecs.BOM_UTF16_LE + "t,0,1\n".encode("utf-16-le")},
+    ),
+    "offsets reset --to-datetime before 1970": Mistake(
+        ["--topic", "t", "--to-datetime", "1969-01-01"], ("--to-datetime", "before 1970")
+    ),
+    "offsets reset --by-duration reaching before 1970": Mistake(
+        ["--topic", "t", "--by-duration", "P99999999D"], ("--by-duration", "before 1970")
+    ),
+    "offsets reset --to-history-time names itself": Mistake(
+        ["--topic", "t", "--to-history-time", "9999-01-01", "--history", "{dir}"],
+        ("--to-history-time", "future"),
+        not_named=("--to-datetime",),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def mock_bootstrap() -> Iterator[str]:
+    from offsetwatch.mock_cluster import MockCluster
+
+    with MockCluster() as cluster:
+        cluster.create_topic("t", 2)
+        yield cluster.bootstrap_servers
+
+
+@pytest.mark.parametrize("case", ON_A_CLUSTER)
+def test_a_mistake_in_an_offset_reset_is_one_line(
+    case: str, mock_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mistake = ON_A_CLUSTER[case]
+    for name, data in mistake.files.items():
+        (tmp_path / name).write_bytes(data)
+    argv = ["offsets", "reset", "--group", "g", "--bootstrap-server", mock_bootstrap]
+    assert main(argv + [arg.format(dir=tmp_path) for arg in mistake.argv]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    for name in mistake.names:
+        assert name in line, line
+    for name in mistake.not_named:
+        assert name not in line, line
+
+
 @pytest.fixture
 def busy_port() -> Iterator[int]:
     with socket.socket() as holder:
