@@ -561,6 +561,39 @@ def test_unreachable_cluster_is_a_one_line_usage_error(capsys: pytest.CaptureFix
     assert "hunter2" not in err
 
 
+def test_broker_down_mid_read_is_one_line_each(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster answers metadata and watermarks, then goes down before a record is
+    fetched: the client's errors are notes and the early stop one failure, a line each."""
+    import confluent_kafka
+
+    with _mock_cluster() as cluster:
+        cluster.create_topic("__consumer_offsets", 2)
+        bootstrap = cluster.bootstrap_servers
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+        key = bytes.fromhex("000100016700017400000000")  # OffsetCommitKey g/t/0
+        for partition in (0, 1):
+            producer.produce("__consumer_offsets", key=key, value=b"\x00", partition=partition)
+        assert producer.flush(30) == 0
+
+        class DownOnAssign(confluent_kafka.Consumer):
+            def assign(self, partitions: Any) -> None:
+                cluster.set_down()
+                super().assign(partitions)
+
+        monkeypatch.setattr(confluent_kafka, "Consumer", DownOnAssign)
+        argv = ("--bootstrap-server", bootstrap, "--timeout", "1", "-X", "fetch.wait.max.ms=20")
+        code, out, err = _run(capsys, *argv)
+    assert (code, out) == (1, [])
+    lines = err.splitlines()
+    assert all(line.startswith("offsetwatch: note: kafka: ") for line in lines[:-1]), err
+    assert lines[-1].startswith(
+        "offsetwatch: topic __consumer_offsets: no data for 1s from partition(s) 0, 1: "
+        "stopped before their high watermark (last client error: "
+    )
+
+
 class _Lines:
     """Lines of a pipe, read by a thread so that a test fails instead of hanging."""
 
