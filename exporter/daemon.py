@@ -50,7 +50,7 @@ from offsetwatch.exporter.kafka_source import (
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
-from offsetwatch.exporter.publisher import RecordPublisher
+from offsetwatch.exporter.publisher import PublisherStats, RecordPublisher
 from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
@@ -64,6 +64,10 @@ Sample = tuple[int, dict[tuple[str, int], int | None]]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class PublishRefused(Exception):
+    """Deliveries to the publish topic that the brokers refused."""
 
 
 def _check_writable_dir(directory: Path, flag: str) -> None:
@@ -136,6 +140,7 @@ class Exporter:
     _next_checkpoint_log: float = 0.0
     #: the final flush or checkpoint at shutdown failed: the process must not exit 0
     close_failed: bool = False
+    _refused_seen: int = 0
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -212,7 +217,9 @@ class Exporter:
                 self._archive,
                 f"free space in {self.config.archive_dir} or check its permissions",
             )
-        self.stats.sinks = [guard.health for guard in self.guards] + [self.checkpoint_health]
+        self.stats.sinks = [guard.health for guard in self.guards]
+        if self.config.checkpoint_path is not None:
+            self.stats.sinks.append(self.checkpoint_health)
 
     def _guard(self, name: str, write: Callable[[AnyRecord], None], advice: str) -> None:
         guard = GuardedSink(name, write, advice, clock_ms=self.clock_ms)
@@ -280,10 +287,13 @@ class Exporter:
                     # the next sampling round writes every partition again: count, go on
                     self._guard_named("archive").note_failure(error)
             if self.publisher is not None:
-                self.publisher.publish_unpositioned(
-                    log_end_identity_key(sample["key"]["topic"], sample["key"]["partition"]),
-                    self._serialize(sample),
-                )
+                try:
+                    self.publisher.publish_unpositioned(
+                        log_end_identity_key(sample["key"]["topic"], sample["key"]["partition"]),
+                        self._serialize(sample),
+                    )
+                except Exception as error:
+                    self._guard_named("publish").note_failure(error)
             self.stats.log_end_records_total += 1
 
     def _serialize(self, canonical: dict[str, Any]) -> bytes:
@@ -392,11 +402,7 @@ class Exporter:
         handled = self.ingestor.ingest(messages) if messages else 0
         if self.publisher is not None:
             self.publisher.poll(0)
-            delivered = self.publisher.stats()
-            self.stats.published_total = delivered.records_delivered
-            self.stats.publish_errors_total = (
-                delivered.failed + self._guard_named("publish").health.errors_total
-            )
+            self._watch_deliveries(self.publisher.stats())
         self._apply_samples()
         now = self.clock_ms()
         self._update_source_stats(source)
@@ -420,6 +426,21 @@ class Exporter:
                 self.checkpoint()
             self._next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
         return handled
+
+    def _watch_deliveries(self, delivered: PublisherStats) -> None:
+        """Deliveries the brokers refused (a topic that cannot exist, no ACL) fail after
+        produce() returned: they count as failures of the publish sink too. Their records
+        hold the checkpoint back (the delivery tracker), so a restart publishes them."""
+        guard = self._guard_named("publish")
+        refused = delivered.failed - self._refused_seen
+        if refused > 0:
+            error = PublishRefused(f"the brokers refused {refused}: {delivered.last_error}")
+            guard.note_failure(error, count=refused)
+        elif delivered.records_delivered > self.stats.published_total:
+            guard.note_success()
+        self._refused_seen = delivered.failed
+        self.stats.published_total = delivered.records_delivered
+        self.stats.publish_errors_total = guard.health.errors_total
 
     def _watch_live(self) -> None:
         """Hand records to the live stream only while someone watches: unwatched, the

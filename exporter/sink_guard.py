@@ -33,6 +33,16 @@ MAX_BACKLOG: Final = 100_000
 LOG_INTERVAL_S: Final = 60.0
 
 
+def describe(error: Exception) -> str:
+    """One readable line: Kafka's error name and text rather than a KafkaError repr."""
+    kafka_error = error.args[0] if error.args else None
+    text = getattr(kafka_error, "str", None)
+    name = getattr(kafka_error, "name", None)
+    if callable(text) and callable(name):
+        return f"{name()}: {text()}"
+    return f"{type(error).__name__}: {error}"
+
+
 @dataclass(slots=True)
 class SinkHealth:
     """What the metrics and /readyz say of one sink."""
@@ -106,10 +116,15 @@ class GuardedSink:
             return positions
         return {p: min(pos, missing.get(p, pos)) for p, pos in positions.items()}
 
-    def note_failure(self, error: Exception) -> None:
-        """A failure of the sink outside a record (a roll, a log-end sample), counted and
-        logged like the others; the sink is retried with the next record."""
-        self._failed(error)
+    def note_failure(self, error: Exception, count: int = 1) -> None:
+        """Failures of the sink outside a record call (a roll, a log-end sample, deliveries
+        the brokers refused later), counted and logged like the others."""
+        self._failed(error, count)
+
+    def note_success(self) -> None:
+        """The sink took something again (a delivery the brokers acknowledged)."""
+        if self.health.failing_since_ms and not self._backlog:
+            self._recovered()
 
     def forget(self) -> None:
         """The state is rebuilt from the start of the topic: the records will come again."""
@@ -129,10 +144,10 @@ class GuardedSink:
             self.health.dropped_total += 1
         self.health.backlog = len(self._backlog)
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception, count: int = 1) -> None:
         health = self.health
-        health.errors_total += 1
-        health.last_error = f"{type(error).__name__}: {error}"
+        health.errors_total += count
+        health.last_error = describe(error)
         first = health.failing_since_ms == 0
         if first:
             health.failing_since_ms = self.clock_ms()
