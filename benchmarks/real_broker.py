@@ -44,6 +44,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import linecache
 import os
 import resource
 import signal
@@ -57,6 +58,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -257,15 +259,6 @@ def http_get(port: int, path: str) -> tuple[int, bytes]:
         connection.close()
 
 
-def metric_sum(body: bytes, name: str) -> float:
-    total = 0.0
-    prefix = name.encode()
-    for line in body.splitlines():
-        if line.startswith(prefix) and line[len(prefix) : len(prefix) + 1] in (b"{", b" "):
-            total += float(line.rsplit(b" ", 1)[1])
-    return total
-
-
 @dataclass(slots=True)
 class Exporter:
     """`offsetwatch export` as a child process."""
@@ -313,11 +306,14 @@ class Exporter:
             time.sleep(0.1)
         raise RuntimeError("offsetwatch export not ready in time")
 
-    def metrics(self) -> bytes:
-        status, body = http_get(self.port, "/metrics")
+    def health(self) -> dict[str, Any]:
+        """/api/v1/health: records read, source lag, snapshot duration from the stats, cheap
+        (a /metrics scrape of 300k partitions renders millions of series: seconds of CPU)."""
+        status, body = http_get(self.port, "/api/v1/health")
         if status != 200:
-            raise RuntimeError(f"/metrics answered {status}")
-        return body
+            raise RuntimeError(f"/api/v1/health answered {status}")
+        found: dict[str, Any] = json.loads(body)
+        return found
 
     def stop(self) -> Usage:
         self.proc.send_signal(signal.SIGTERM)
@@ -471,7 +467,7 @@ def bench_catch_up(broker: Broker, args: argparse.Namespace, workdir: Path) -> N
         try:
             at_end, ready = daemon.wait_ready()
             cpu, rss = proc_cpu_s(daemon.proc.pid), proc_peak_rss_mb(daemon.proc.pid)
-            seen = metric_sum(daemon.metrics(), "offsetwatch_records_total")
+            seen = daemon.health()["records_total"]
         finally:
             daemon.stop()
         if int(seen) != records:
@@ -484,6 +480,17 @@ def bench_catch_up(broker: Broker, args: argparse.Namespace, workdir: Path) -> N
             flush=True,
         )
 
+    if bare:
+        print_catch_up(bare, exporter, records)
+    if args.profile is not None:
+        profile_catch_up(broker, args.profile, workdir, native=args.profile_native)
+    if args.steady_s > 0:
+        bench_steady(broker, args, workdir, topic, groups)
+
+
+def print_catch_up(
+    bare: Sequence[tuple[Usage, int]], exporter: Sequence[tuple[Usage, float, float]], records: int
+) -> None:
     def row(name: str, usage: Usage, count: float) -> str:
         return (
             f"{name:<22}{usage.wall_s:>8.1f}{usage.cpu_s:>9.1f}{count / usage.wall_s:>14,.0f}"
@@ -501,7 +508,7 @@ def bench_catch_up(broker: Broker, args: argparse.Namespace, workdir: Path) -> N
         max(u.peak_rss_mb for u, _, _ in exporter),
     )
     at_end_s = _median([e for _, e, _ in exporter])
-    print(f"\nmedian of {args.runs} runs, {records:,} records:")
+    print(f"\nmedian of {len(bare)} runs, {records:,} records:")
     print(f"{'':<22}{'wall s':>8}{'cpu s':>9}{'records/s':>14}{'rec/cpu-s':>14}{'peak RSS MB':>12}")
     print(row("bare consumer", bare_usage, records))
     print(row("exporter to ready", ready_usage, records))
@@ -512,9 +519,6 @@ def bench_catch_up(broker: Broker, args: argparse.Namespace, workdir: Path) -> N
         "wall includes process start-up for both)",
         flush=True,
     )
-    if args.profile is not None:
-        profile_catch_up(broker, args.profile, workdir)
-    bench_steady(broker, args, workdir, topic, groups)
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
@@ -532,7 +536,7 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return found
 
 
-def profile_catch_up(broker: Broker, output: Path, workdir: Path) -> None:
+def profile_catch_up(broker: Broker, output: Path, workdir: Path, *, native: bool) -> None:
     """One more exporter catch-up under py-spy (on-CPU samples of the Python threads, folded
     stacks in `output`), with the CPU of every thread of the process read at ready."""
     pyspy = Path(sys.executable).parent / "py-spy"
@@ -540,7 +544,8 @@ def profile_catch_up(broker: Broker, output: Path, workdir: Path) -> None:
         print("(no profile: `.venv/bin/pip install py-spy` first)")
         return
     wrapper = [str(pyspy), "record", "--format", "raw", "--rate", "100", "--threads"]
-    wrapper += ["--nonblocking", "-o", str(output), "--"]
+    wrapper += ["--native"] if native else ["--nonblocking"]
+    wrapper += ["-o", str(output), "--"]
     daemon = Exporter.start(broker.bootstrap, workdir / "exporter.log", wrapper)
     spy = daemon.proc
     try:
@@ -562,6 +567,8 @@ def profile_catch_up(broker: Broker, output: Path, workdir: Path) -> None:
     )
     print(f"profile: ready after {ready:.1f} s under py-spy, {total:.1f} cpu-s; threads: {shares}")
     print(f"profile: folded stacks in {output} (py-spy exited {code})", flush=True)
+    python_cpu = sum(cpu for name, cpu in threads.items() if not name.startswith("rdk:"))
+    print_profile(output, python_cpu)
 
 
 def bench_steady(
@@ -573,7 +580,7 @@ def bench_steady(
         daemon.wait_ready()
         time.sleep(6)  # past the first snapshot after ready: measure the steady loop only
         pid = daemon.proc.pid
-        cpu0, records0 = proc_cpu_s(pid), metric_sum(daemon.metrics(), "offsetwatch_records_total")
+        cpu0, records0 = proc_cpu_s(pid), daemon.health()["records_total"]
         started = time.perf_counter()
         procs = write_commits(
             broker,
@@ -584,26 +591,26 @@ def bench_steady(
             rate=args.steady_rate,
             seconds=args.steady_s,
         )
-        lags: list[float] = []
+        lags: list[int] = []
+        snapshot_s: list[float] = []
         while any(proc.poll() is None for proc in procs):
-            lags.append(metric_sum(daemon.metrics(), "offsetwatch_source_lag"))
+            health = daemon.health()
+            lags.append(health["source_lag"] or 0)
+            snapshot_s.append(health["snapshot_duration_seconds"] or 0.0)
             time.sleep(1.0)
         written = wait_writers(procs)
         write_s = time.perf_counter() - started
-        lag_at_stop = metric_sum(daemon.metrics(), "offsetwatch_source_lag")
-        # drain: until the exporter read everything written (the lag gauge is updated per batch)
+        lag_at_stop = daemon.health()["source_lag"] or 0
+        # drain: until the exporter read everything written
         target = offsets_topic_records(broker)
         deadline = time.perf_counter() + 300
-        while True:
-            body = daemon.metrics()
-            if metric_sum(body, "offsetwatch_records_total") >= target:
-                break
+        while (health := daemon.health())["records_total"] < target:
             if time.perf_counter() > deadline:
                 raise RuntimeError("the exporter did not read what was written within 300 s")
             time.sleep(0.2)
         drain_s = time.perf_counter() - started - write_s
         cpu = proc_cpu_s(pid) - cpu0
-        records = metric_sum(body, "offsetwatch_records_total") - records0
+        records = health["records_total"] - records0
     finally:
         daemon.stop()
     print(
@@ -614,11 +621,115 @@ def bench_steady(
     )
     samples = ", ".join(f"{lag:,.0f}" for lag in lags)
     print(
-        f"offsetwatch_source_lag (sum over partitions, every ~1 s while writing): {samples}; "
-        f"max {max(lags, default=0):,.0f}, at the writers' end {lag_at_stop:,.0f}; all read "
-        f"{drain_s:.1f} s after the writers stopped",
+        f"source lag (records, sum over partitions, every ~1 s while writing): {samples}; "
+        f"max {max(lags, default=0):,}, at the writers' end {lag_at_stop:,}; all read "
+        f"{drain_s:.1f} s after the writers stopped; snapshot build "
+        f"{max(snapshot_s, default=0.0):.1f} s (the longest seen)",
         flush=True,
     )
+
+
+# -- profile breakdown --------------------------------------------------------------------------
+
+_SNAPSHOT = "snapshot builds"
+_CATEGORIES = (
+    "client consume (librdkafka queue + confluent-kafka Message objects, in C)",
+    "per-message Python objects (Message accessors, source loop)",
+    "decode (C accelerator, builds the Record objects)",
+    "apply/state (OffsetState.apply_many, PartitionTable)",
+    "ingest bookkeeping (counts, positions)",
+    f"{_SNAPSHOT}: lag seconds (LogEndHistory)",
+    f"{_SNAPSHOT}: diagnosis",
+    f"{_SNAPSHOT}: rows, lag, status",
+    "ready check (tracked_partitions every 1 s)",
+    "log-end sampling (sampler thread)",
+    "HTTP threads (the benchmark polls /readyz every 0.1 s)",
+    "start-up and shutdown (imports, config, connect, close)",
+    "other",
+    "cyclic garbage collector (gc passes, seen with --profile-native)",
+)
+
+
+def _source_line(frame: str) -> str:
+    """The source text of a py-spy frame `function (path:line)`."""
+    location = frame.rsplit(" (", 1)[-1].rstrip(")")
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return ""
+    full = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+    return linecache.getline(str(full), int(line))
+
+
+def categorize(frames: Sequence[str]) -> str:
+    """The cost category of one folded stack (root first; py-spy --threads puts the thread
+    first). Decided by the innermost frame of our code that says what the work is for."""
+    thread, names = frames[0], [frame.split(" (", 1)[0] for frame in frames[1:]]
+    if "log-end-sampler" in thread or "LogEndSampler._run" in names:
+        return _CATEGORIES[9]
+    if "offsetwatch-http" in thread:
+        return _CATEGORIES[10]
+    if "Exporter.step" not in names:
+        return _CATEGORIES[11] if "Thread.run" not in names else _CATEGORIES[12]
+    if any(n.startswith("gc_collect") for n in names):
+        return _CATEGORIES[13]
+    if "Exporter.build_snapshot" in names:
+        if any(n.startswith(("lag_seconds", "LogEndHistory")) for n in names):
+            return _CATEGORIES[5]
+        if any("diagnos" in n for n in names):
+            return _CATEGORIES[6]
+        return _CATEGORIES[7]
+    if "OffsetsTopicSource.poll_batch" in names:
+        at = names.index("OffsetsTopicSource.poll_batch")
+        below = names[at + 1 :]
+        if not below:  # a C call made on a line of poll_batch (without --native)
+            consuming = "consume(" in _source_line(frames[at + 1])
+            return _CATEGORIES[0] if consuming else _CATEGORIES[1]
+        if any(n.startswith(("Message_", "PyBytes", "_PyObject", "PyObject")) for n in below):
+            return _CATEGORIES[1]
+        if any(n.startswith(("rd_kafka", "Consumer_consume")) for n in below):
+            return _CATEGORIES[0]
+        return _CATEGORIES[1]
+    if "Codec.decode" in names:
+        return _CATEGORIES[2]
+    decoded = "Ingestor.ingest.<locals>.decoded"
+    if decoded in names:
+        at = len(names) - 1 - names[::-1].index(decoded)
+        accessor = at == len(names) - 1 or names[at + 1].startswith("Message")
+        if accessor and "message." in _source_line(frames[at + 1]):
+            return _CATEGORIES[1]
+        return _CATEGORIES[4]
+    if "OffsetState.apply_many" in names or "Ingestor.ingest" in names:
+        return _CATEGORIES[3]
+    if any(
+        n.startswith(("OffsetState.tracked_partitions", "Exporter._check_ready")) for n in names
+    ):
+        return _CATEGORIES[8]
+    return _CATEGORIES[12]
+
+
+def summarize_profile(path: Path) -> dict[str, int]:
+    """Samples per category of a py-spy `--format raw --threads` file."""
+    found = dict.fromkeys(_CATEGORIES, 0)
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            found[categorize(stack.split(";"))] += int(count)
+    return found
+
+
+def print_profile(path: Path, cpu_s: float) -> None:
+    """Shares of the samples, without the HTTP threads: they serve the benchmark's /readyz
+    polls, and py-spy counts their wake-ups from Condition.wait as runnable under load."""
+    found = summarize_profile(path)
+    http = found.pop(_CATEGORIES[10])
+    total = sum(found.values())
+    print(
+        f"profile breakdown: {total:,} samples of the Python threads (on CPU or runnable; "
+        f"{http:,} more in the HTTP threads left out), cpu-s = share x {cpu_s:.1f} s:"
+    )
+    for name, count in sorted(found.items(), key=lambda item: -item[1]):
+        share = count / total if total else 0.0
+        print(f"  {share:6.1%}  {share * cpu_s:5.1f} cpu-s  {name}")
 
 
 # -- 2. groups describe ---------------------------------------------------------------------------
@@ -776,6 +887,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", type=Path, help="also profile one exporter catch-up with py-spy into FILE"
     )
+    parser.add_argument(
+        "--profile-native",
+        action="store_true",
+        help="py-spy --native: C frames too (confluent-kafka's Message objects, the decoder's C "
+        "accelerator), at the cost of pausing the process for each sample",
+    )
+    parser.add_argument("--summarize", type=Path, help="only print the breakdown of a profile")
     # child modes
     parser.add_argument("--child", choices=("bare", "write"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -785,6 +903,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--group-names", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.summarize is not None:
+        print_profile(args.summarize, 0.0)
+        return 0
     if args.child == "bare":
         child_bare(args.bootstrap)
         return 0
