@@ -173,6 +173,19 @@ class LiveGroup:
         self.consumers.clear()
 
 
+def left_group(
+    broker: Broker, group: str, topic: str, partitions: int, protocol: str, offset: int
+) -> None:
+    """A group whose one member joined (`group.protocol` = `protocol`), committed `offset`
+    for each of the `partitions` partitions of `topic`, and left: an empty classic or
+    KIP-848 group with offsets."""
+    live = LiveGroup(broker, group, [topic], 1, {"group.protocol": protocol}).start()
+    try:
+        live.join_and_commit({(topic, p) for p in range(partitions)}, lambda tp: offset)
+    finally:
+        live.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Kafka's answers
 # --------------------------------------------------------------------------------------------
@@ -462,3 +475,26 @@ def no_errors(service: ExporterService) -> None:
     assert metrics.value("offsetwatch_loop_errors_total") == 0.0
     assert metrics.value("offsetwatch_source_up") == 1.0
     assert metrics.value("offsetwatch_ready") == 1.0
+
+
+def detail_projection(service: ExporterService, group: str) -> dict[str, Any] | None:
+    """Everything the API says about a group that does not depend on how it was reached
+    (live, or rebuilt from a compacted log): left out are the counts and rates of commits
+    seen, the lag in seconds and status (they follow the log-end history the exporter
+    sampled) and the diagnosis (it follows the rebalances it saw)."""
+    answer = api_group(service, group)
+    if answer.status == 404:
+        return None
+    detail = answer.json()
+    kept = ("kind", "state", "protocol_type", "protocol", "generation", "assignment_epoch")
+    return {
+        **{key: detail[key] for key in (*kept, "is_simple", "total_lag", "last_commit_ms")},
+        "members": sorted(detail["members"], key=lambda m: str(m["member_id"])),
+        "partitions": sorted(
+            (
+                {k: v for k, v in row.items() if k not in ("lag_seconds", "status")}
+                for row in detail["partitions"]
+            ),
+            key=lambda row: (row["topic"], row["partition"]),
+        ),
+    }

@@ -34,6 +34,7 @@ from tests.exporter.real_broker_helpers import (
     high_watermarks,
     kafka_answers,
     kafka_listed_groups,
+    left_group,
     listed_by_exporter,
     no_errors,
     offsets_partition_count,
@@ -215,15 +216,6 @@ def test_transactional_commits_only_committed_ones_show(
 # --------------------------------------------------------------------------------------------
 
 
-def _left_group(broker: Broker, group: str, topic: str, protocol: str, offset: int) -> None:
-    """A group whose one member joined, committed and left."""
-    live = LiveGroup(broker, group, [topic], 1, {"group.protocol": protocol}).start()
-    try:
-        live.join_and_commit({(topic, 0), (topic, 1)}, lambda tp: offset + tp[1])
-    finally:
-        live.close()
-
-
 def test_deleted_groups_disappear(kafka_broker: Broker, exporter: ExporterService) -> None:
     """`kafka-consumer-groups.sh --delete` of a simple group, a classic group and a KIP-848
     group (members gone): each disappears from the API, the group list and /metrics when
@@ -233,8 +225,8 @@ def test_deleted_groups_disappear(kafka_broker: Broker, exporter: ExporterServic
     simple, classic, consumer, kept = (unique(p) for p in ("simple", "classic", "consumer", "kept"))
     kafka_broker.commit(simple, {(topic, 0): 4, (topic, 1): 5})
     kafka_broker.commit(kept, {(topic, 0): 1})
-    _left_group(kafka_broker, classic, topic, "classic", 6)
-    _left_group(kafka_broker, consumer, topic, "consumer", 8)
+    left_group(kafka_broker, classic, topic, 2, "classic", 6)
+    left_group(kafka_broker, consumer, topic, 2, "consumer", 8)
     groups = [simple, classic, consumer, kept]
     before = settled(exporter, kafka_broker, groups)
     assert_equal_to_kafka(before)
