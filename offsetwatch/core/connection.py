@@ -174,7 +174,11 @@ def kafka_config_origins(
 #: properties whose values never reach a message (librdkafka echoes a value it refuses)
 _SECRET_WORDS: Final = ("password", "secret", "jaas", "token", "pem", "ssl.key", "oauthbearer")
 #: how librdkafka names the property it refuses
-_NAMED: Final = re.compile(r'(?:configuration property:? |^expected )"?([A-Za-z0-9._-]+)"?')
+_NAMED: Final = (
+    re.compile(r'[Cc]onfiguration property:? "([A-Za-z0-9._-]+)"'),
+    re.compile(r"^([A-Za-z0-9._-]+) failed: "),
+    re.compile(r"^expected ([A-Za-z0-9._-]+) property"),
+)
 _REPR: Final = re.compile(r'KafkaError\{code=(\w+),val=-?\d+,str="(.*)"\}', re.DOTALL)
 #: librdkafka's prefix for errors of rd_kafka_new: the client kind is our business, not theirs
 _CREATE: Final = re.compile(r"^Failed to create (?:consumer|producer|admin client): ")
@@ -205,12 +209,15 @@ def kafka_error_text(error: BaseException) -> str:
 
 
 def _property_named(text: str, config: Mapping[str, Any]) -> str | None:
-    match = _NAMED.search(text)
-    if match and match[1] in config:
-        return match[1]
-    # "ssl.ca.location failed: ...": the longest property name the message mentions
-    mentioned = [k for k in config if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w.])", text)]
-    return max(mentioned, key=len) if mentioned else None
+    """The property librdkafka's message is about, when it says so: `configuration property
+    "x"`, `x failed: ...` (an SSL file), `expected x property`. A message that only mentions
+    properties ("sasl.username and sasl.password must be set") names none: the one given may
+    not be the one to fix."""
+    for pattern in _NAMED:
+        match = pattern.search(text)
+        if match and match[1] in config:
+            return match[1]
+    return None
 
 
 def _client_error(

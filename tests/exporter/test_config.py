@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from offsetwatch.exporter import config as config_module
 from offsetwatch.exporter.config import (
     DEFAULT_HTTP_PORT,
     MASK,
@@ -29,6 +31,44 @@ def parser() -> argparse.ArgumentParser:
 
 def load(argv: Sequence[str] = (), env: dict[str, str] | None = None) -> ExporterConfig:
     return load_config(parser().parse_args(list(argv)), env or {})
+
+
+@pytest.fixture(autouse=True)
+def checked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], dict[str, str], str]]:
+    """What load_config asked librdkafka to check, instead of asking it: these tests are about
+    layering and use plausible settings librdkafka would refuse on this machine (a CA file
+    that is not here, a SASL password without a user). The check itself, through
+    `offsetwatch export`, is in tests/offsetwatch/test_mistakes.py."""
+    calls: list[tuple[dict[str, Any], dict[str, str], str]] = []
+
+    def record(config: Mapping[str, Any], origins: Mapping[str, str], kind: str) -> None:
+        calls.append((dict(config), dict(origins), kind))
+
+    monkeypatch.setattr(config_module, "check_client_config", record)
+    return calls
+
+
+def test_librdkafka_checks_the_settings_with_their_origins(
+    tmp_path: Path, checked: list[tuple[dict[str, Any], dict[str, str], str]]
+) -> None:
+    path = write_toml(tmp_path, '[kafka]\n"security.protocol" = "SSL"\n"acks" = "1"\n')
+    env = {"OFFSETWATCH_KAFKA_SASL_MECHANISM": "PLAIN", "OFFSETWATCH_KAFKA_ACKS": "all"}
+    load(["--config", str(path), "-X", "client.id=me", "--publish-topic", "out"], env)
+    properties = {
+        "security.protocol": "SSL",
+        "acks": "all",
+        "sasl.mechanism": "PLAIN",
+        "client.id": "me",
+        "bootstrap.servers": "localhost:9092",
+    }
+    origins = {
+        "security.protocol": f'"security.protocol" in the [kafka] table of {path}',
+        "acks": "OFFSETWATCH_KAFKA_ACKS",  # the environment wins over the file
+        "sasl.mechanism": "OFFSETWATCH_KAFKA_SASL_MECHANISM",
+        "client.id": "-X client.id",
+    }
+    # a consumer reads the offsets topic; a producer republishes (--publish-topic)
+    assert checked == [(properties, origins, "consumer"), (properties, origins, "producer")]
 
 
 def write_toml(tmp_path: Path, text: str) -> Path:
