@@ -858,8 +858,8 @@ def own_broker(root: Path) -> Iterator[Broker]:
     # a larger heap than the default 768m: 10,000+ partitions and 1.5M commits of state
     os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx1g -Xms512m")
     started = time.perf_counter()
-    broker = start_broker(root / "broker")
-    try:
+    try:  # also an interrupted start-up stops the broker (start_broker waits for it)
+        broker = start_broker(root / "broker")
         retry(lambda: broker.admin().list_topics(timeout=10))
         print(f"broker {broker.bootstrap} up in {time.perf_counter() - started:.1f} s", flush=True)
         yield broker
