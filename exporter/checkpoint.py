@@ -35,7 +35,10 @@ File format (version 2), all integers little-endian:
                        sizes of the arrays, the list of body sections with their lengths, and
                        optionally `histories`: group id -> its rebalance history
                        (`GroupHistory.to_json`); a checkpoint without it (written before the
-                       diagnosis existed) loads with no history
+                       diagnosis existed) loads with no history; and optionally `share_state`:
+                       the `__share_group_state` read positions and the share partitions
+                       (`ShareStateStore.to_json`); without it (older checkpoints) the
+                       share state is rebuilt from the start of that topic
     body (B bytes), the sections one after the other:
       directory        JSON (ASCII): per group [id, commits_total, last_record_ts,
                        [[topic, slots, metadata index or -1], ...], [[key_type, sub_key], ...]],
@@ -183,6 +186,9 @@ class LoadedCheckpoint:
     #: next offset to read, per __consumer_offsets partition
     positions: dict[int, int]
     meta: CheckpointMeta
+    #: `{"positions": {partition: offset}, "store": ShareStateStore.to_json()}` of
+    #: __share_group_state; None in checkpoints written before share groups were read
+    share_state: dict[str, Any] | None = None
 
 
 def bootstrap_fingerprint(bootstrap_servers: str) -> str:
@@ -290,6 +296,7 @@ def save_checkpoint(
     *,
     meta: CheckpointMeta,
     codec: Codec | None = None,
+    share_state: dict[str, Any] | None = None,
 ) -> None:
     """Write state + positions to `path` atomically (see the module docs).
 
@@ -328,6 +335,7 @@ def save_checkpoint(
             for group_id, group in state.groups.items()
             if group.history is not None
         },
+        **({} if share_state is None else {"share_state": share_state}),
         "byteorder": "little",
         "itemsizes": _ITEMSIZES,
         "sections": [[name, len(sections[name])] for name in _SECTIONS],
@@ -544,4 +552,5 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
             bootstrap_fingerprint=meta["bootstrap_fingerprint"],
             created_ms=int(header["created_ms"]),
         ),
+        share_state=header.get("share_state"),
     )

@@ -30,6 +30,7 @@ from offsetwatch.decoder.canonical import Canonical, dumps, identity_key
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.log_end import log_end_identity_key
 from offsetwatch.decoder.records import AnyRecord
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.checkpoint import (
     CheckpointError,
     CheckpointMeta,
@@ -51,6 +52,9 @@ from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import PublisherStats, RecordPublisher
+from offsetwatch.exporter.share_ingest import ShareIngestor
+from offsetwatch.exporter.share_snapshot import topic_names
+from offsetwatch.exporter.share_state import ShareStateStore
 from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
@@ -114,6 +118,12 @@ class Exporter:
     ingestor: Ingestor = field(init=False)
     builder: SnapshotBuilder = field(init=False)
     source: OffsetsTopicSource | None = None
+    #: share groups (KIP-932): __share_group_state, read beside __consumer_offsets once it
+    #: exists (exporter/share_state.py); its undecodable records go to the quarantine file
+    share_store: ShareStateStore = field(default_factory=ShareStateStore)
+    share_ingestor: ShareIngestor = field(init=False)
+    share_source: OffsetsTopicSource | None = None
+    _share_positions: dict[int, int] | None = None
     publisher: RecordPublisher | None = None
     archive: Any = None
     _canonical: Canonical = field(default_factory=Canonical)
@@ -159,6 +169,9 @@ class Exporter:
             ),
         )
         self.ingestor.quarantine.append(self._on_quarantined)
+        self.share_ingestor = ShareIngestor(
+            self.share_store, quarantine=[self._on_share_quarantined]
+        )
         self._log_end_records = LogEndRecords(int(cfg.log_end_full_round_s * 1000))
 
     # -- wiring ----------------------------------------------------------------------------
@@ -184,6 +197,13 @@ class Exporter:
             topic=self.config.offsets_topic,
             start_positions=positions,
             expected_cluster_id=cluster_id,
+        )
+        self.share_source = OffsetsTopicSource(
+            self.kafka_config(),
+            topic=SHARE_STATE_TOPIC,
+            start_positions=self._share_positions,
+            expected_cluster_id=cluster_id,
+            optional=True,
         )
         if self.config.publish_topic is not None:
             if self.config.publish_format == "avro":
@@ -250,6 +270,14 @@ class Exporter:
             return None, None
         self.state.groups.update(loaded.state.groups)
         self.ingestor.positions.update(loaded.positions)
+        if loaded.share_state is not None:
+            # absent from checkpoints written before share groups: read that topic anew
+            store = ShareStateStore.from_json(loaded.share_state["store"])
+            self.share_store = self.share_ingestor.store = store
+            self._share_positions = {
+                int(p): int(o) for p, o in loaded.share_state["positions"].items()
+            }
+            self.share_ingestor.positions.update(self._share_positions)
         log.info(
             "resumed from checkpoint %s: %d groups, %d partitions of %s",
             path,
@@ -400,6 +428,7 @@ class Exporter:
         messages = [] if rebuilt else batch.messages
         self._watch_live()
         handled = self.ingestor.ingest(messages) if messages else 0
+        self._step_share()
         if self.publisher is not None:
             self.publisher.poll(0)
             self._watch_deliveries(self.publisher.stats())
@@ -407,7 +436,7 @@ class Exporter:
         now = self.clock_ms()
         self._update_source_stats(source)
         if now >= self._next_tracked_ms:
-            tracked = self.state.tracked_partitions()
+            tracked = self.state.tracked_partitions() | self._share_tracked()
             self._tracked = frozenset(tracked)
             self._next_tracked_ms = now + 1000
             self._check_ready(source, tracked)
@@ -441,6 +470,65 @@ class Exporter:
         self._refused_seen = delivered.failed
         self.stats.published_total = delivered.records_delivered
         self.stats.publish_errors_total = guard.health.errors_total
+
+    def _step_share(self) -> None:
+        """Read and apply what `__share_group_state` has (never waits: timeout 0)."""
+        source = self.share_source
+        if source is None:
+            return
+        batch = source.poll_batch(10_000, 0)
+        for event in batch.events:
+            if isinstance(event, OffsetOutOfRange | ClusterChanged):
+                log.warning(
+                    "%s: %s; rebuilding the share-group state from the start of the topic",
+                    SHARE_STATE_TOPIC,
+                    event,
+                )
+                self.share_store.clear()
+                self.share_ingestor.positions.clear()
+                source.restart_from_beginning(source.assigned_partitions())
+                return
+        if batch.messages:
+            self.share_ingestor.ingest(batch.messages)
+
+    def _share_tracked(self) -> set[tuple[str, int]]:
+        """The data partitions of share partitions whose topic name is known (sampled)."""
+        tracked: set[tuple[str, int]] = set()
+        names: dict[str, dict[str, str]] = {}
+        for group_id, topic_id, partition in self.share_store.partitions:
+            known = names.get(group_id)
+            if known is None:
+                group = self.state.groups.get(group_id)
+                known = names[group_id] = {} if group is None else topic_names(group)
+            name = known.get(topic_id)
+            if name is not None:
+                tracked.add((name, partition))
+        return tracked
+
+    def _on_share_quarantined(self, item: Quarantined) -> None:
+        # never the dead-letter topic: its positions are those of __consumer_offsets
+        self.stats.quarantined_total += 1
+        log.warning("quarantined undecodable %s record: %s", SHARE_STATE_TOPIC, item.error)
+        directory = self._state_dir()
+        if directory is None:
+            return
+        if self._quarantine_file is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        line = dumps(
+            {
+                "topic": SHARE_STATE_TOPIC,
+                "partition": item.partition,
+                "offset": item.offset,
+                "timestamp": item.timestamp,
+                "key": None if item.key is None else item.key.hex(),
+                "value": None if item.value is None else item.value.hex(),
+                "error": str(item.error),
+                "reason": item.error.kind,
+            }
+        )
+        self._quarantine_file.write(line + "\n")
+        self._quarantine_file.flush()
 
     def _watch_live(self) -> None:
         """Hand records to the live stream only while someone watches: unwatched, the
@@ -527,7 +615,16 @@ class Exporter:
         started = time.perf_counter()
         window_ms = int(self.config.status_window_s * 1000)
         self.state.roll_windows(now_ms, window_ms)
-        snapshot = self.builder.build(self.state, self.histories, now_ms, self.stats.ready)
+        self.share_store.roll_windows(now_ms, window_ms)
+        undecodable = sum(self.share_ingestor.decode_errors.values())
+        snapshot = self.builder.build(
+            self.state,
+            self.histories,
+            now_ms,
+            self.stats.ready,
+            share=self.share_store,
+            share_errors={"undecodable": undecodable},
+        )
         self.snapshot = snapshot
         self.stats.snapshot_duration_s = time.perf_counter() - started
         self.stats.snapshot_time_ms = now_ms
@@ -555,7 +652,15 @@ class Exporter:
                 positions = guard.cap_positions(positions)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             save_checkpoint(
-                path, self.state, positions, meta=self._checkpoint_meta(), codec=self.codec
+                path,
+                self.state,
+                positions,
+                meta=self._checkpoint_meta(),
+                codec=self.codec,
+                share_state={
+                    "positions": {str(p): o for p, o in self.share_ingestor.positions.items()},
+                    "store": self.share_store.to_json(),
+                },
             )
         except Exception as error:
             self._checkpoint_failed(path, error)
@@ -651,5 +756,7 @@ class Exporter:
             self.publisher.close()
         if self.source is not None:
             self.source.close()
+        if self.share_source is not None:
+            self.share_source.close()
         if self._quarantine_file is not None:
             self._quarantine_file.close()

@@ -268,8 +268,12 @@ class OffsetsTopicSource:
         metadata_timeout_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         consumer_factory: Callable[[dict[str, object]], Any] = Consumer,
+        optional: bool = False,
     ) -> None:
         self.topic = topic
+        #: a topic that may not exist (`__share_group_state` before any share group): its
+        #: absence is looked up again quietly, not reported as an error every few seconds
+        self.optional = optional
         self._metadata_refresh_s = metadata_refresh_s
         self._metadata_timeout_s = metadata_timeout_s
         self._clock = clock
@@ -419,6 +423,12 @@ class OffsetsTopicSource:
         topic_md = metadata.topics.get(self.topic)
         if topic_md is None or topic_md.error is not None:
             err = topic_md.error if topic_md is not None else None
+            if self.optional:
+                with self._lock:
+                    self._mark_up()
+                log.debug("optional topic %s not available (yet): %s", self.topic, err)
+                self._next_refresh = self._clock() + retry
+                return
             self._queue_error(err, f"topic {self.topic} not available")
             self._next_refresh = self._clock() + retry
             return
