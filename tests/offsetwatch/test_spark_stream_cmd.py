@@ -24,7 +24,7 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
         (["--archive", "a", "--kafka", "b:9092", "--checkpoint", "c"], "give exactly one input"),
         (["--archive", "{tmp}"], "--checkpoint DIR is required"),
         (["--archive", "{tmp}/missing", "--checkpoint", "c"], "no such directory"),
-        (["--archive", "{tmp}", "--checkpoint", "c", "--trigger-s", "0"], "must be positive"),
+        (["--archive", "{tmp}", "--checkpoint", "c", "--trigger-s", "0"], "--trigger-s: 0 is out"),
     ],
 )
 def test_usage_errors(
