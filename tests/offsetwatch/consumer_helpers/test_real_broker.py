@@ -478,12 +478,36 @@ class _Lossy:
 Processed = list[str]
 
 
-def _external(store: OffsetStore) -> ExternalOffsets[Processed]:
-    """The state of a partition: the values processed, in order (so "exactly once" is
-    checked directly: after any restart or move it must be "p:0", "p:1", ... no repeat)."""
-    return ExternalOffsets(
-        store, initial=list, encode=lambda state: json.dumps(state).encode(), decode=json.loads
+def _external(
+    reader: Reader,
+    topic: str,
+    store: OffsetStore,
+    *,
+    save: bool,
+    on_out_of_range: Callable[[OutOfRange, Processed], Processed] | None = None,
+) -> ExternalOffsets[Processed]:
+    """`reader` subscribed through ExternalOffsets, processing each record into its
+    partition's state, and saving after each one if `save`. The state of a partition is the
+    values processed, in order: "exactly once" is checked directly, after any restart or
+    move it must be "p:0", "p:1", ... with no repeat."""
+    offsets = ExternalOffsets(
+        store,
+        initial=list,
+        encode=lambda state: json.dumps(state).encode(),
+        decode=json.loads,
+        on_out_of_range=on_out_of_range,
     )
+
+    def process(message: Message) -> None:
+        topic, partition = message.topic(), message.partition()
+        assert topic is not None and partition is not None
+        offsets.update(message, [*offsets.state(topic, partition), _value(message)])
+        if save:
+            offsets.save()
+
+    reader.on_message = process
+    offsets.subscribe(reader.consumer, [topic])
+    return offsets
 
 
 class _External(_Scenario):
@@ -503,18 +527,8 @@ class _External(_Scenario):
         self.offsets: list[ExternalOffsets[Processed]] = []
 
     def _member(self, store: OffsetStore, save: bool) -> tuple[Reader, ExternalOffsets[Processed]]:
-        reader, offsets = self.consumer(), _external(store)
-
-        def process(message: Message) -> None:
-            topic, partition = message.topic(), message.partition()
-            assert topic is not None and partition is not None
-            offsets.update(message, [*offsets.state(topic, partition), _value(message)])
-            if save:
-                offsets.save()
-
-        reader.on_message = process
-        offsets.subscribe(reader.consumer, [self.topic])
-        return reader, offsets
+        reader = self.consumer()
+        return reader, _external(reader, self.topic, store, save=save)
 
     def crash_and_restart(self) -> None:
         lossy = _Lossy(self.store)
@@ -758,22 +772,8 @@ def test_external_offsets_outside_the_log_restart_at_the_log_start(
         events.append((event, stored))
         return []
 
-    offsets = ExternalOffsets(
-        store,
-        initial=list,
-        encode=lambda state: json.dumps(state).encode(),
-        decode=json.loads,
-        on_out_of_range=on_out_of_range,
-    )
     reader = Reader(make_consumer(kafka_broker.bootstrap, unique("out-of-range"), "consumer"))
-
-    def process(message: Message) -> None:
-        topic, partition = message.topic(), message.partition()
-        assert topic is not None and partition is not None
-        offsets.update(message, [*offsets.state(topic, partition), _value(message)])
-
-    reader.on_message = process
-    offsets.subscribe(reader.consumer, [trimmed])
+    _external(reader, trimmed, store, save=False, on_out_of_range=on_out_of_range)
     starts = {0: 0, 1: 7, 2: TRIMMED_START, 3: 0}
     try:
         _poll_until([reader], lambda: len(reader.read) >= len(_reads(starts)))
