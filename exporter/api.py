@@ -17,6 +17,7 @@ from typing import Any
 from offsetwatch.exporter.diagnosis import Diagnosis
 from offsetwatch.exporter.diagnosis_history import MemberRef
 from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, SharePartitionRow
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.exporter.status import Status
@@ -28,6 +29,7 @@ __all__ = [
     "groups_list",
     "owner_index",
     "readiness",
+    "share_json",
     "to_json",
 ]
 
@@ -160,6 +162,57 @@ def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
         "partitions": [row for rows in group.topics for row in _rows(rows, owners)],
         "members": [_member(member) for member in view.members],
         "diagnosis": diagnosis_json(group.diagnosis),
+        **({} if group.share is None else {"share": share_json(group.share)}),
+    }
+
+
+_STATE_NAMES = {0: "available", 2: "acknowledged", 4: "archived"}
+
+
+def _batch(batch: tuple[int, int, int, int]) -> JsonDict:
+    first, last, count, state = batch
+    return {
+        "first_offset": first,
+        "last_offset": last,
+        "delivery_state": _STATE_NAMES.get(state, f"unknown({state})"),
+        "delivery_count": count,
+    }
+
+
+def _share_row(row: SharePartitionRow) -> JsonDict:
+    return {
+        "topic": row.topic,
+        "topic_id": row.topic_id,
+        "topic_named": row.named,
+        "partition": row.partition,
+        "start_offset": row.start_offset,
+        "state_epoch": row.state_epoch,
+        "leader_epoch": _known(row.leader_epoch),
+        "log_end": _known(row.log_end),
+        "lag": _known(row.lag),
+        "lag_seconds": _float(row.lag_seconds),
+        "status": row.status.name,
+        "records": {
+            "available": row.available,
+            "acknowledged": row.acknowledged,
+            "archived": row.archived,
+            "unknown": row.unknown_state,
+        },
+        "max_delivery_count": row.max_delivery_count,
+        "in_flight": [_batch(b) for b in row.batches],
+        "poison": [_batch(b) for b in row.poison],
+        "problems": dict(row.problems),
+    }
+
+
+def share_json(share: ShareGroupSnapshot) -> JsonDict:
+    """The `share` object of a share group: each share partition's state (docs/console.md)."""
+    return {
+        "status": share.status.name,
+        "total_lag": share.total_lag,
+        "max_lag_seconds": _float(share.max_lag_seconds),
+        "poison_records": share.poison_records,
+        "partitions": [_share_row(row) for row in share.partitions],
     }
 
 

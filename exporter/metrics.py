@@ -346,6 +346,86 @@ K_LATEST_OFFSET: Final = FamilySpec(
     "Latest offset of a partition",
 )
 
+# share groups (KIP-932): queues, from __share_group_state (exporter/share_snapshot.py)
+SP_START: Final = _g(
+    "share_partition_start_offset",
+    _GTP,
+    "Share partition start offset: records before it are all done (acknowledged or archived).",
+)
+SP_LAG: Final = _g(
+    "share_partition_lag",
+    _GTP,
+    "Share lag (KIP-1226): log end - start offset - acknowledged - archived records past it.",
+)
+SP_LAG_SECONDS: Final = _g(
+    "share_partition_lag_seconds",
+    _GTP,
+    "Age of the oldest record neither acknowledged nor archived (0 when none waits).",
+)
+SP_RECORDS: Final = _g(
+    "share_partition_records",
+    ("group", "topic", "partition", "state"),
+    "Records past the start offset in the persisted state batches, by delivery state.",
+)
+SP_MAX_DELIVERY: Final = _g(
+    "share_partition_max_delivery_count",
+    _GTP,
+    "Highest delivery count of the records past the start offset.",
+)
+SP_POISON: Final = _g(
+    "share_partition_poison_records",
+    _GTP,
+    "Records redelivered again and again or archived at the delivery limit.",
+)
+SP_STATUS: Final = _g(
+    "share_partition_status", _GTP, "Queue status: 0 OK, 1 WARN, 3 STALL, 4 STOP, 5 ERR."
+)
+ST_LAG: Final = _g("share_topic_lag", _GT, "Sum of the known share lags of the topic.")
+SG_LAG: Final = _g("share_group_lag", _G, "Sum of the known share lags of the share group.")
+SG_LAG_SECONDS: Final = _g(
+    "share_group_lag_seconds", _G, "Oldest record not done in the share group, in seconds."
+)
+SG_STATUS: Final = _g(
+    "share_group_status", _G, "Worst share partition status: 0 OK, 1 WARN, 3 STALL, 4 STOP, 5 ERR."
+)
+SG_POISON: Final = _g(
+    "share_group_poison_records", _G, "Poison records (see the partition metric) of the group."
+)
+SS_RECORDS: Final = _c(
+    "share_state_records_total", ("type",), "Records of __share_group_state applied, by type."
+)
+SS_ERRORS: Final = _c(
+    "share_state_errors_total",
+    ("reason",),
+    "Bad __share_group_state input by reason (counted and shown, never fatal).",
+)
+SS_UNNAMED: Final = _g(
+    "share_unnamed_partitions", (), "Share partitions whose topic id has no known name yet."
+)
+SS_ORPHANS: Final = _g(
+    "share_orphan_partitions",
+    (),
+    "Share partitions in __share_group_state of groups __consumer_offsets does not know.",
+)
+SHARE_FAMILIES: Final = (
+    SP_START,
+    SP_LAG,
+    SP_LAG_SECONDS,
+    SP_RECORDS,
+    SP_MAX_DELIVERY,
+    SP_POISON,
+    SP_STATUS,
+    ST_LAG,
+    SG_LAG,
+    SG_LAG_SECONDS,
+    SG_STATUS,
+    SG_POISON,
+    SS_RECORDS,
+    SS_ERRORS,
+    SS_UNNAMED,
+    SS_ORPHANS,
+)
+
 PARTITION_FAMILIES: Final = (
     P_COMMITTED,
     P_LAG,
@@ -419,7 +499,12 @@ ALIAS_FAMILIES: Final = (
 )
 #: every family offsetwatch can export (docs/metrics.md documents each one)
 FAMILIES: Final = (
-    PARTITION_FAMILIES + TOPIC_FAMILIES + GROUP_FAMILIES + SELF_FAMILIES + ALIAS_FAMILIES
+    PARTITION_FAMILIES
+    + TOPIC_FAMILIES
+    + GROUP_FAMILIES
+    + SELF_FAMILIES
+    + ALIAS_FAMILIES
+    + SHARE_FAMILIES
 )
 
 
@@ -617,6 +702,7 @@ def _snapshot_families(snapshot: Snapshot, cfg: MetricsConfig, esc: Escape) -> F
         (((a.group,), int(a.snap.diagnosis.falling_behind)) for a in groups),
     )
     yield G_DIAGNOSIS, (_diagnosis(a, esc) for a in groups if a.snap.diagnosis.cause is not None)
+    yield from _share_families(snapshot, cfg, esc)
     if aliases:
         yield from _alias_families(groups, cfg, esc)
 
@@ -721,6 +807,46 @@ def _alias_families(groups: list[_GroupAgg], cfg: MetricsConfig, esc: Escape) ->
         yield K_LATEST_OFFSET, _log_ends(groups, cluster)
 
 
+_SHARE_STATES: Final = (("available", 0), ("acknowledged", 1), ("archived", 2), ("unknown", 3))
+
+
+def _share_families(snapshot: Snapshot, cfg: MetricsConfig, esc: Escape) -> Families:
+    """Share groups' series (ready-gated like every group series)."""
+    queues = [(esc(g.view.group_id), g.share) for g in snapshot.groups if g.share is not None]
+    if cfg.covers("partition"):
+        rows = [
+            ((group, esc(r.topic), _ptext(r.partition)), r)
+            for group, share in queues
+            for r in share.partitions
+        ]
+        yield SP_START, [(k, r.start_offset) for k, r in rows]
+        yield SP_LAG, [(k, r.lag) for k, r in rows if r.lag >= 0]
+        yield SP_LAG_SECONDS, [(k, r.lag_seconds) for k, r in rows if r.lag_seconds >= 0]
+        yield (
+            SP_RECORDS,
+            [
+                ((*k, state), (r.available, r.acknowledged, r.archived, r.unknown_state)[i])
+                for k, r in rows
+                for state, i in _SHARE_STATES
+            ],
+        )
+        yield SP_MAX_DELIVERY, [(k, r.max_delivery_count) for k, r in rows]
+        yield SP_POISON, [(k, sum(b[1] - b[0] + 1 for b in r.poison)) for k, r in rows]
+        yield SP_STATUS, [(k, int(r.status)) for k, r in rows]
+    if cfg.covers("topic"):
+        topic_lag: dict[tuple[str, ...], int] = {}
+        for group, share in queues:
+            for r in share.partitions:
+                if r.lag >= 0:
+                    key = (group, esc(r.topic))
+                    topic_lag[key] = topic_lag.get(key, 0) + r.lag
+        yield ST_LAG, list(topic_lag.items())
+    yield SG_LAG, [((g,), q.total_lag) for g, q in queues]
+    yield SG_LAG_SECONDS, [((g,), q.max_lag_seconds) for g, q in queues]
+    yield SG_STATUS, [((g,), int(q.status)) for g, q in queues]
+    yield SG_POISON, [((g,), q.poison_records) for g, q in queues]
+
+
 def _self_families(
     snapshot: Snapshot, stats: PipelineStats, now_ms: int, version: str, esc: Escape
 ) -> Families:
@@ -766,6 +892,11 @@ def _self_families(
     if stats.started_ms > 0:
         yield S_START_TIME, [((), stats.started_ms / 1000)]
     yield S_BUILD_INFO, [((esc(version),), 1)]
+    share = snapshot.share_stats
+    yield SS_RECORDS, [((esc(kind),), n) for kind, n in share.applied]
+    yield SS_ERRORS, [((esc(reason),), n) for reason, n in share.errors]
+    yield SS_UNNAMED, [((), share.unnamed_partitions)]
+    yield SS_ORPHANS, [((), share.orphan_partitions)]
 
 
 def _age(time_ms: int, now_ms: int) -> list[Sample]:
