@@ -1,0 +1,232 @@
+"""The real broker crashes (SIGKILL, then restart) or hangs (SIGSTOP) under a running exporter.
+
+Clients keep committing all along. After each fault: the API equals Kafka's OffsetFetch, the
+republished topic holds every record of `__consumer_offsets` exactly once (counted by its
+position there), the archive has no gap and no duplicate, and /readyz and
+`offsetwatch_source_up` said "source down" while the broker was away and ready after.
+
+One broker of the module's own (it is killed), with 3 partitions of `__consumer_offsets` so
+that log recovery after the crash stays short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.service import ExporterService
+from tests.exporter.daemon_helpers import (
+    api_group,
+    exporter_config,
+    readyz,
+    running_exporter,
+    scrape,
+    wait_for,
+)
+from tests.real_broker import Broker, own_broker, unique
+
+pytestmark = pytest.mark.broker
+
+OFFSETS_PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with own_broker(
+        tmp_path_factory.mktemp("faults") / "broker",
+        f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+    ) as running:
+        yield running
+
+
+class Committer:
+    """One consumer committing growing offsets of `group` in a loop, through any outage."""
+
+    def __init__(self, broker: Broker, topic: str, group: str) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+        self._topic = topic
+        self.committed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        offset = 0
+        while not self._stop.is_set():
+            offset += 1
+            try:
+                self._consumer.commit(
+                    offsets=[TopicPartition(self._topic, offset % 2, offset)], asynchronous=False
+                )
+                self.committed += 1
+            except KafkaException:
+                time.sleep(0.2)  # broker away: try again
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self._consumer.close()
+
+
+def positions_of(broker: Broker, topic: str, partitions: int) -> list[dict[str, Any]]:
+    """Every record of `topic` (read_committed) as a decoded JSON value."""
+    consumer = broker.consumer(
+        unique("reader"), **{"enable.partition.eof": True, "isolation.level": "read_committed"}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        ended: set[int] = set()
+        out: list[dict[str, Any]] = []
+        while len(ended) < partitions:
+            message = consumer.poll(15)
+            assert message is not None, f"{topic}: no end within 15 s"
+            error = message.error()
+            if error is not None:
+                ended.add(message.partition())
+                continue
+            out.append(
+                {
+                    "partition": message.partition(),
+                    "offset": message.offset(),
+                    "value": message.value(),
+                }
+            )
+        return out
+    finally:
+        consumer.close()
+
+
+def source_positions(broker: Broker) -> set[tuple[int, int]]:
+    return {
+        (r["partition"], r["offset"])
+        for r in positions_of(broker, OFFSETS_TOPIC, OFFSETS_PARTITIONS)
+    }
+
+
+def republished_positions(broker: Broker, output: str) -> list[tuple[int, int]]:
+    out = []
+    for record in positions_of(broker, output, 3):
+        value = json.loads(record["value"])
+        if value.get("type") != "log_end":
+            out.append((value["partition"], value["offset"]))
+    return out
+
+
+def archived_positions(directory: Path) -> list[tuple[int, int]]:
+    out = []
+    for file in sorted(directory.rglob("*.jsonl")):
+        if not file.name.startswith("."):
+            for line in file.read_text().splitlines():
+                value = json.loads(line)
+                if value.get("type") != "log_end":
+                    out.append((value["partition"], value["offset"]))
+    return out
+
+
+def api_offsets(service: ExporterService, group: str) -> dict[tuple[str, int], int] | None:
+    answer = api_group(service, group)
+    if answer.status != 200:
+        return None
+    return {(r["topic"], r["partition"]): r["committed"] for r in answer.json()["partitions"]}
+
+
+def watch_readiness(
+    service: ExporterService, seen: list[tuple[int, bool, float | None]], done: threading.Event
+) -> None:
+    """Samples (/readyz status, its source_up, offsetwatch_source_up) until `done`."""
+    while not done.is_set():
+        try:
+            body = readyz(service)
+            seen.append(
+                (
+                    body.status,
+                    bool(body.json()["source_up"]),
+                    scrape(service).value("offsetwatch_source_up"),
+                )
+            )
+        except Exception:  # the HTTP server is ours and stays up; a slow answer is skipped
+            pass
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("fault", ["kill", "hang"])
+def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
+    broker: Broker, tmp_path: Path, fault: str
+) -> None:
+    topic, group, output = unique("orders"), unique("busy"), unique("republished")
+    broker.create_topic(topic, 2)
+    broker.create_topic(output, 3)
+    archive = tmp_path / "archive"
+    config = exporter_config(
+        broker.bootstrap,
+        publish_topic=output,
+        archive_dir=archive,
+        kafka_properties={"socket.timeout.ms": "5000", "reconnect.backoff.max.ms": "500"},
+    )
+    committer = Committer(broker, topic, group)
+    seen: list[tuple[int, bool, float | None]] = []
+    done = threading.Event()
+    with running_exporter(config) as service:
+        wait_for(lambda: readyz(service).status == 200 and committer.committed > 5, "ready")
+        watcher = threading.Thread(target=watch_readiness, args=(service, seen, done), daemon=True)
+        watcher.start()
+        pid = int((broker.directory / "broker.pid").read_text())
+        if fault == "kill":
+            broker.control("kill")
+            wait_for(lambda: any(not up for _s, up, _m in seen), "/readyz: source down")
+            broker.control("restart")
+        else:
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                wait_for(lambda: any(not up for _s, up, _m in seen), "/readyz: source down")
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        before = committer.committed
+        wait_for(lambda: committer.committed > before + 5, "commits again after the fault")
+        committer.stop()
+        wait_for(
+            lambda: api_offsets(service, group) == broker.committed(group),
+            "the API equal to OffsetFetch after the fault",
+            timeout_s=120,
+        )
+        wait_for(lambda: readyz(service).status == 200, "ready again")
+        wait_for(
+            lambda: (
+                service.exporter.publisher is not None
+                and service.exporter.publisher.flush(1) == 0
+                and service.exporter.publisher.stats().in_flight == 0
+            ),
+            "every republished record delivered",
+        )
+        done.set()
+        watcher.join(10)
+    # while the broker was away, both signals said so (and never claimed ready)
+    down = [(status, metric) for status, up, metric in seen if not up]
+    assert down and all(status == 503 and metric == 0 for status, metric in down)
+    assert seen[-1][0] == 200, seen[-20:]
+
+    expected = source_positions(broker)
+    republished = republished_positions(broker, output)
+    assert len(republished) == len(set(republished)), "a record republished twice"
+    assert set(republished) == expected
+    archived = archived_positions(archive)
+    assert len(archived) == len(set(archived)), "a record archived twice"
+    assert set(archived) == expected
