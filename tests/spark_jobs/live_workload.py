@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 from confluent_kafka import (
@@ -166,8 +167,11 @@ def stall(broker: Broker, work: Workload, sampled: Callable[[str, int], bool]) -
             assert producer.flush(60) == 0
             end += STALL_STEP
             _commit(healthy, work.topic, end)
+            # twice: a window holding one round holds two commits (STALL's proof of life),
+            # however slowly the rounds follow each other on a loaded machine
             _commit(stuck, work.topic, 0)
-            wait_for(lambda e=end: sampled(work.group("stuck"), e), f"the log end {end} sampled")
+            _commit(stuck, work.topic, 0)
+            wait_for(partial(sampled, work.group("stuck"), end), f"the log end {end} sampled")
     finally:
         stuck.close()
         healthy.close()
@@ -196,7 +200,9 @@ def offsets_ends(broker: Broker, isolation: IsolationLevel) -> dict[int, int]:
     """ListOffsets(latest) of every `__consumer_offsets` partition: the high watermark
     (READ_UNCOMMITTED) or the last stable offset (READ_COMMITTED)."""
     admin = broker.admin()  # kept alive until its futures answer
-    request = {TopicPartition(OFFSETS_TOPIC, p): OffsetSpec.latest() for p in range(50)}
+    request = {
+        TopicPartition(OFFSETS_TOPIC, p): OffsetSpec.latest() for p in range(OFFSETS_PARTITIONS)
+    }
     futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=60)
     return {tp.partition: int(f.result(90).offset) for tp, f in futures.items()}
 

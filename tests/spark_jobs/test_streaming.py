@@ -1,5 +1,6 @@
 """`offsetwatch spark stream` over an archive directory: files arrive in two steps with a
-restart from the checkpoint in between, and every alert is emitted exactly once."""
+restart from the checkpoint in between, and every alert is emitted exactly once. The stream
+over a topic (the republished one, on a real broker) is in test_path_matrix_live.py."""
 
 from __future__ import annotations
 
@@ -11,18 +12,15 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql import SparkSession
 
-from offsetwatch.mock_cluster import MockCluster
 from offsetwatch.spark_jobs.streaming import (
     AlertSinks,
     StreamSettings,
     alert_batch,
     archive_stream,
-    kafka_stream,
     start_stream,
     state,
     warm_up,
 )
-from tests.kafka_fixtures import produce_raw
 from tests.spark_jobs.stream_data import minutes, publish
 
 pytestmark = pytest.mark.spark
@@ -72,37 +70,6 @@ def test_restart_from_checkpoint_emits_each_alert_exactly_once(
     # a third run with no new file emits nothing
     _run(spark, archive, settings)
     assert _ledger(alerts_dir) == everything
-
-
-@pytest.mark.kafka
-def test_stream_over_the_republished_topic(spark: SparkSession, tmp_path: Path) -> None:
-    """The same history, published as canonical JSON to a topic of the mock cluster and read by
-    the kafka source's stream reader, gives the same stall."""
-    with MockCluster() as cluster:
-        cluster.create_topic("offsets-canonical", 1)
-        produce_raw(
-            cluster.bootstrap_servers,
-            (
-                (0, None, json.dumps(record).encode())
-                for record in minutes(T0, 0, 25, stuck_until=40)
-            ),
-            topic="offsets-canonical",
-        )
-        records = kafka_stream(
-            spark,
-            {
-                "kafka.bootstrap.servers": cluster.bootstrap_servers,
-                "topic": "offsets-canonical",
-                "startingOffsets": "earliest",
-            },
-        )
-        alerts_dir = tmp_path / "alerts"
-        settings = StreamSettings(str(tmp_path / "checkpoint"), str(alerts_dir))
-        query = start_stream(records, settings, AlertSinks(), available_now=True)
-        query.awaitTermination()
-        assert query.exception() is None
-    stalls = [a for a in _ledger(alerts_dir) if a["name"] == "OffsetwatchConsumerStalled"]
-    assert [(a["group"], a["active"]) for a in stalls] == [("stuck", True)]
 
 
 def test_warm_up_touches_nothing_of_the_stream(spark: SparkSession, tmp_path: Path) -> None:
