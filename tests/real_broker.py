@@ -32,7 +32,7 @@ from typing import Final, TypeVar
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 #: the directory under which the run's shared broker lives (set by tests/conftest.py in the
@@ -183,11 +183,9 @@ class Broker:
         producer = self.producer(**{"enable.idempotence": True})
         for partition, count in enumerate(counts):
             for i in range(count):
-                kwargs: dict[str, object] = {}
-                if timestamp_ms is not None:
-                    kwargs["timestamp"] = timestamp_ms(partition, i)
+                stamp = 0 if timestamp_ms is None else timestamp_ms(partition, i)
                 producer.produce(
-                    topic, value=f"{partition}:{i}".encode(), partition=partition, **kwargs
+                    topic, value=f"{partition}:{i}".encode(), partition=partition, timestamp=stamp
                 )
                 if i % 10_000 == 9_999:
                     producer.poll(0)
