@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaException,
     TopicPartition,
@@ -48,6 +49,8 @@ CLIENT: Final[dict[str, object]] = {"log_level": 3, "topic.metadata.refresh.inte
 TP = tuple[str, int]
 #: (committed offset, log end, lag) of one (topic, partition)
 Row = tuple[int, int, int]
+#: `Row` + (leader epoch or None, commit metadata) of one (topic, partition)
+FullRow = tuple[int, int, int, int | None, str]
 
 
 def now_ms() -> int:
@@ -206,14 +209,26 @@ class GroupAnswer:
     kind: str
     state: str
     members: frozenset[MemberAnswer]
-    rows: Mapping[TP, Row]
+    rows: Mapping[TP, FullRow]
     #: (topic, partition) -> member id of its owner
     owners: Mapping[TP, str]
 
 
-def kafka_offsets(broker: Broker, group: str) -> dict[TP, int]:
-    """OffsetFetch of `group` (every committed partition)."""
-    return broker.committed(group)
+def kafka_offsets(broker: Broker, group: str) -> dict[TP, tuple[int, int | None, str]]:
+    """OffsetFetch of `group`: (offset, leader epoch, metadata) of every committed partition.
+
+    confluent-kafka hands metadata over as a C string: the NUL it appended on commit (the
+    broker stores it) is cut there, so `exporter_answers` compares without that one NUL."""
+    admin = broker.admin()
+    future = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=30
+    )[group]
+    answer = future.result(timeout=60)
+    return {
+        (tp.topic, tp.partition): (tp.offset, tp.leader_epoch, tp.metadata or "")
+        for tp in answer.topic_partitions
+        if tp.offset >= 0
+    }
 
 
 def kafka_log_ends(broker: Broker, partitions: Iterable[TP]) -> dict[TP, int]:
@@ -262,7 +277,10 @@ def kafka_answers(broker: Broker, groups: Iterable[str]) -> dict[str, GroupAnswe
         if not offsets[group] and not members:
             answers[group] = None
             continue
-        rows = {tp: (c, ends[tp], ends[tp] - c) for tp, c in offsets[group].items()}
+        rows = {
+            tp: (c, ends[tp], ends[tp] - c, epoch, metadata)
+            for tp, (c, epoch, metadata) in offsets[group].items()
+        }
         owners = {tp: m.member_id for m in members for tp in m.assignment if tp in rows}
         answers[group] = GroupAnswer(description.type.name, state, members, rows, owners)
     return answers
@@ -334,11 +352,18 @@ def exporter_answers(service: ExporterService, groups: Iterable[str]) -> dict[st
             continue
         assert answer.status == 200, (group, answer)
         detail = answer.json()
-        rows: dict[TP, Row] = {}
+        rows: dict[TP, FullRow] = {}
         owners: dict[TP, str] = {}
         for row in detail["partitions"]:
             tp = (row["topic"], row["partition"])
-            rows[tp] = (row["committed"], row["log_end"], row["lag"])
+            metadata = row["metadata"]
+            rows[tp] = (
+                row["committed"],
+                row["log_end"],
+                row["lag"],
+                row["leader_epoch"],
+                metadata[:-1] if metadata.endswith("\x00") else metadata,
+            )
             if row["owner"] is not None:
                 owners[tp] = row["owner"]["member_id"]
         members = frozenset(
@@ -404,7 +429,8 @@ def metrics_answers(service: ExporterService, groups: Iterable[str]) -> dict[str
 def as_metrics(answer: GroupAnswer | None) -> MetricsAnswer | None:
     if answer is None:
         return None
-    return MetricsAnswer(answer.kind, answer.state, len(answer.members), answer.rows, answer.owners)
+    rows = {tp: row[:3] for tp, row in answer.rows.items()}
+    return MetricsAnswer(answer.kind, answer.state, len(answer.members), rows, answer.owners)
 
 
 def log_ends_known(service: ExporterService, groups: Iterable[str]) -> bool:

@@ -42,7 +42,7 @@ from tests.exporter.real_broker_helpers import (
     stable_offsets,
     sync_exporter,
 )
-from tests.real_broker import Broker, unique
+from tests.real_broker import Broker, retry, unique
 
 pytestmark = pytest.mark.broker
 
@@ -252,7 +252,18 @@ def test_deleted_offsets_disappear(kafka_broker: Broker, exporter: ExporterServi
     dropped, kept = unique("dropped"), unique("kept")
     _topics(kafka_broker, {dropped: [10, 10, 10], kept: [10]})
     group = unique("offsets")
-    kafka_broker.commit(group, {(dropped, 0): 1, (dropped, 1): 2, (dropped, 2): 3, (kept, 0): 4})
+    # with leader epochs and metadata, which the API must show as Kafka stores them
+    committer = kafka_broker.consumer(group, **CLIENT)
+    try:
+        offsets = [
+            TopicPartition(dropped, 0, 1, "first", 3),
+            TopicPartition(dropped, 1, 2, leader_epoch=4),
+            TopicPartition(dropped, 2, 3, "third"),
+            TopicPartition(kept, 0, 4, "kept", 0),
+        ]
+        retry(lambda: committer.commit(offsets=offsets, asynchronous=False))
+    finally:
+        committer.close()
     before = settled(exporter, kafka_broker, [group])
     assert_equal_to_kafka(before)
     kafka_broker.tool(
@@ -261,7 +272,7 @@ def test_deleted_offsets_disappear(kafka_broker: Broker, exporter: ExporterServi
     after = settled(exporter, kafka_broker, [group])
     assert_equal_to_kafka(after)
     answer = after.kafka[group]
-    assert answer is not None and set(answer.rows) == {(kept, 0)}
+    assert answer is not None and answer.rows == {(kept, 0): (4, 10, 6, 0, "kept")}
     metrics = scrape(exporter)
     assert not [
         labels
