@@ -199,6 +199,12 @@ def test_transactional_commits_only_committed_ones_show(
         assert_equal_to_kafka(compared)
         assert compared.kafka[left_open] is not None
         assert compared.kafka[left_open].rows[(topic, 0)][0] == 3
+        # an exporter started while the transaction is open gets ready (its first pass ends
+        # at the last stable offset) and agrees
+        config = exporter_config(kafka_broker.bootstrap, kafka_lag_exporter_aliases=True)
+        with running_exporter(config) as fresh:
+            wait_for(lambda: readyz(fresh).status == 200, "/readyz 200 of a fresh exporter")
+            assert_equal_to_kafka(settled(fresh, kafka_broker, [left_open]))
         open_tx.abort_transaction(60)
         sync_exporter(exporter, high_watermarks(kafka_broker, [spot]))
         compared = settled(exporter, kafka_broker, [left_open])
