@@ -267,6 +267,7 @@ class Exporter:
     port: int
     started: float
     log: object
+    log_path: Path
 
     @classmethod
     def start(cls, bootstrap: str, log_path: Path, wrapper: Sequence[str] = ()) -> Exporter:
@@ -286,15 +287,16 @@ class Exporter:
         ]
         log = log_path.open("ab")
         started = time.perf_counter()
-        return cls(_spawn(argv, log), port, started, log)
+        return cls(_spawn(argv, log), port, started, log, log_path)
 
     def wait_ready(self, timeout_s: float = 900.0) -> tuple[float, float]:
         """(seconds to 'no partition behind', seconds to ready) since spawn."""
         deadline = time.perf_counter() + timeout_s
         at_end: float | None = None
         while time.perf_counter() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"offsetwatch export exited {self.proc.returncode}")
+            if self.exited() is not None:
+                tail = self.log_path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"offsetwatch export exited {self.proc.returncode}:\n{tail}")
             with contextlib.suppress(OSError):
                 status, body = http_get(self.port, "/readyz")
                 now = time.perf_counter() - self.started
@@ -315,7 +317,18 @@ class Exporter:
         found: dict[str, Any] = json.loads(body)
         return found
 
+    def exited(self) -> int | None:
+        """The exit code once the process ended (reaped here, with wait4), else None."""
+        if self.proc.returncode is None:
+            pid, status, _usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                _CHILDREN.discard(self.proc)
+        return self.proc.returncode
+
     def stop(self) -> Usage:
+        if self.exited() is not None:
+            raise RuntimeError(f"offsetwatch export had exited {self.proc.returncode}")
         self.proc.send_signal(signal.SIGTERM)
         code, usage = _reap(self.proc)
         self.log.close()  # type: ignore[attr-defined]
