@@ -208,8 +208,20 @@ class Finished:
 _CHILDREN: set[subprocess.Popen[bytes]] = set()
 
 
+def _child_env() -> dict[str, str]:
+    """The environment without OFFSETWATCH_KAFKA_DIR (where tests/real_broker.py finds the
+    broker): offsetwatch reads every OFFSETWATCH_KAFKA_* variable as a librdkafka property
+    and refuses `dir`."""
+    return {k: v for k, v in os.environ.items() if k != "OFFSETWATCH_KAFKA_DIR"}
+
+
 def _spawn(argv: Sequence[str], out: int | object) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT)  # type: ignore[arg-type]
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=out,  # type: ignore[arg-type]
+        stderr=subprocess.STDOUT,
+        env=_child_env(),
+    )
     _CHILDREN.add(proc)
     return proc
 
