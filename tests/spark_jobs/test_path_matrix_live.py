@@ -115,7 +115,9 @@ def _read_everything_stable(service: ExporterService, stable: dict[int, int]) ->
     wait_for(lambda: not behind(), "the exporter to read every stable record", describe=behind)
 
 
-def _run(broker: Broker, work: Workload, republished: str, archive: Path) -> LiveRun:
+def _run(
+    broker: Broker, work: Workload, republished: str, archive: Path, raw_lake: Path
+) -> LiveRun:
     config = exporter_config(
         broker.bootstrap,
         publish_topic=republished,
@@ -146,6 +148,9 @@ def _run(broker: Broker, work: Workload, republished: str, archive: Path) -> Liv
         # stopped (the publisher flushed) while the transaction is still open
         stats = publisher.stats()
         assert stats.failed == 0 and stats.delivered == stats.produced, stats
+        # the raw topic through the kafka source, while the transaction is still open
+        _cli("spark", "compact", "--source", "kafka", "--lake", str(raw_lake),
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
     return LiveRun(
         broker, work, republished, kafka, high, stable, api, publisher_config, live.now_ms()
     )
@@ -159,7 +164,8 @@ def run(
     work = live.prepare(kafka_broker)
     republished = unique("live-records")
     kafka_broker.create_topic(republished, REPUBLISH_PARTITIONS)
-    result = _run(kafka_broker, work, republished, work_dir / "archive")
+    result = _run(kafka_broker, work, republished, work_dir / "archive", work_dir / "lake-raw")
+    result.lakes["raw"] = work_dir / "lake-raw"
     result.lakes["republished"] = work_dir / "lake-republished"
     _cli("spark", "compact", "--source", "kafka", "--lake", str(result.lakes["republished"]),
          "--bootstrap-server", kafka_broker.bootstrap,
@@ -186,10 +192,14 @@ def test_the_run_holds_every_kind_of_commit(run: LiveRun) -> None:
     assert kafka[work.group("consumer")] == everything
 
 
-def test_offsets_at_the_end_are_kafkas_answers(spark: SparkSession, run: LiveRun) -> None:
-    """What `spark offsets-at` computes, on the lake compacted from the republished topic,
-    for every group in one query (as the matrix's other rows)."""
-    lake = run.lakes["republished"]
+@pytest.mark.parametrize("path", ["republished", "raw"])
+def test_offsets_at_the_end_are_kafkas_answers(
+    spark: SparkSession, run: LiveRun, path: str
+) -> None:
+    """What `spark offsets-at` computes, for every group in one query (as the matrix's other
+    rows), on the lake compacted from the republished topic, and from the raw
+    `__consumer_offsets` read while the transaction was open."""
+    lake = run.lakes[path]
     commits = spark.read.parquet(str(lake / ls.COMMITS))
     events = spark.read.parquet(str(lake / ls.GROUP_EVENTS))
     ours = set(run.work.groups.values())
