@@ -2,7 +2,8 @@
 
 One run reads only the input files not compacted before (path, size and mtime are recorded in
 the lake), flattens the canonical records into `commits`, `group_events` and `log_ends`
-(spark_jobs/lake_flatten.py), drops records already in the lake (the archive is
+(spark_jobs/lake_flatten.py) and `__share_group_state` records into `share_state`
+(spark_jobs/lake_share_state.py), drops records already in the lake (the archive is
 at-least-once: within the run its copies are equal rows, dropped by one `distinct` of the
 input; against the touched date partitions of the lake the key is the record's
 `__consumer_offsets` position), stages the Parquet files and publishes them
@@ -29,6 +30,12 @@ from offsetwatch.spark_jobs.lake_flatten import (
     group_records,
     split_events,
 )
+from offsetwatch.spark_jobs.lake_share_state import (
+    derive_share_state,
+    prior_state,
+    run_topic_names,
+    share_state_records,
+)
 from offsetwatch.spark_jobs.lake_store import (
     GROUP_STATE,
     InputFile,
@@ -52,6 +59,8 @@ Progress = Callable[[str], None]
 DEDUPE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     ls.COMMITS: ("source_partition", "source_offset"),
     ls.LOG_ENDS: ("topic", "partition", "sampled_at_ms"),
+    # a `__share_group_state` position
+    ls.SHARE_STATE: ("source_partition", "source_offset"),
 }
 FILE_SOURCES: Final = ("archive", "segments")
 #: the staged, deduplicated input of a run (never published; not a hidden name, which
@@ -243,6 +252,11 @@ def compact_input(
             f"{ls.GROUP_EVENTS}: {events:,} new rows in {result.stages[ls.GROUP_EVENTS]:.1f} s"
         )
         started = time.monotonic()
+        shares = _stage_share_state(spark, records, lake, run)
+        result.rows[ls.SHARE_STATE] = shares
+        result.stages[ls.SHARE_STATE] = time.monotonic() - started
+        progress(f"{ls.SHARE_STATE}: {shares:,} new rows in {result.stages[ls.SHARE_STATE]:.1f} s")
+        started = time.monotonic()
         quarantine = staged.where(F.col(BAD_COLUMN).isNotNull()).select(f"{BAD_COLUMN}.*")
         result.quarantined = _stage_quarantine(run, quarantine)
         seconds = result.stages[ls.QUARANTINE] = time.monotonic() - started
@@ -261,7 +275,7 @@ def compact_input(
         run.abandon()
         raise
     # past this point a failure is finished by the next run's recovery, not abandoned
-    published = run.commit((*ls.LAKE_TABLES, ls.QUARANTINE), next_manifest)
+    published = run.commit((*ls.LAKE_TABLES, ls.SHARE_STATE, ls.QUARANTINE), next_manifest)
     result.run_id = run.run_id
     progress(f"committed run {run.run_id}: {published} files published")
     return result
@@ -288,6 +302,7 @@ def _columns(table: str) -> list[str]:
         ls.COMMITS: ls.COMMITS_SCHEMA,
         ls.GROUP_EVENTS: ls.GROUP_EVENTS_SCHEMA,
         ls.LOG_ENDS: ls.LOG_ENDS_SCHEMA,
+        ls.SHARE_STATE: ls.SHARE_STATE_SCHEMA,
     }
     return schemas[table].fieldNames()
 
@@ -307,6 +322,25 @@ def _stage_group_events(
         return written
     finally:
         combined.unpersist()
+
+
+def _stage_share_state(spark: SparkSession, records: DataFrame, lake: Lake, run: Run) -> int:
+    """The share-state rows of the run's `__share_group_state` records, each share partition
+    continuing from its last row in the lake (nothing is read or written without such
+    records: a consumer-groups-only history costs one empty filter)."""
+    shares = share_state_records(records)
+    if not shares.limit(1).count():
+        return 0
+    prior = None
+    if lake.has_table(ls.SHARE_STATE):
+        prior = prior_state(spark, str(lake.table(ls.SHARE_STATE)))
+    names = run_topic_names(records)
+    if prior is not None:  # names an earlier run learnt stay known
+        for row in prior.where(F.col("topic").isNotNull()).select("topic_id", "topic").collect():
+            names.setdefault(row["topic_id"], row["topic"])
+    rows = derive_share_state(spark, shares, prior, names)
+    deduped = without_lake_rows(spark, lake, ls.SHARE_STATE, rows)
+    return _stage(run, ls.SHARE_STATE, deduped.select(*_columns(ls.SHARE_STATE)))
 
 
 def _stage_quarantine(run: Run, quarantine: DataFrame) -> dict[str, int]:

@@ -149,9 +149,13 @@ _VALUE_FIELDS: Final = (
     "log_end_offset",
     "sampled_at_ms",
 )
+#: `__share_group_state` records (the `share_state` table, spark_jobs/lake_share_state.py)
+SHARE_STATE_RECORD_TYPES: Final = frozenset({"share_snapshot", "share_update"})
+#: records kept with their key and value as JSON text (deep values read in Python)
+TEXT_RECORD_TYPES: Final = GROUP_RECORD_TYPES | SHARE_STATE_RECORD_TYPES
 #: the record types the lake tables come from
 LAKE_RECORD_TYPES: Final = frozenset(
-    {contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE, *GROUP_RECORD_TYPES}
+    {contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE, *TEXT_RECORD_TYPES}
 )
 
 
@@ -176,10 +180,11 @@ def pruned_struct(records: StructType) -> StructType:
 
 def prune(records: DataFrame) -> DataFrame:
     """Only what the lake tables need, narrow enough to cache: the wide canonical key and
-    value structs become small structs, group records keep their key and value as JSON
-    text (`group_records` uses it). Every flatten function accepts the result."""
+    value structs become small structs, group and share-state records keep their key and
+    value as JSON text (`group_records` and `share_state_records` use it). Every flatten
+    function accepts the result."""
     schema = records.schema
-    is_group = F.col("type").isin(*sorted(GROUP_RECORD_TYPES))
+    is_group = F.col("type").isin(*sorted(TEXT_RECORD_TYPES))
 
     def narrowed(name: str, names: tuple[str, ...]) -> Column:
         fields = _narrow_fields(schema, name, names)

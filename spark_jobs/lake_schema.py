@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DateType,
     DoubleType,
@@ -30,6 +31,9 @@ GROUP_EVENTS: Final = "group_events"
 LOG_ENDS: Final = "log_ends"
 QUARANTINE: Final = "quarantine"
 LAKE_TABLES: Final = (COMMITS, GROUP_EVENTS, LOG_ENDS)
+#: `__share_group_state` records (KIP-932 share groups), apart from LAKE_TABLES: the jobs that
+#: read only consumer-group history read exactly what they read before
+SHARE_STATE: Final = "share_state"
 
 
 def struct_of(*fields: tuple[str, object, bool]) -> StructType:
@@ -94,7 +98,61 @@ LOG_ENDS_SCHEMA: Final = struct_of(
     ("date", DateType(), False),
 )
 
-#: kind: stall | stop | rewind | lag_slo | commit_rate_anomaly | rebalance_storm.
+#: a share partition's in-flight batch: offsets first..last in a delivery state (0 available,
+#: 2 acknowledged, 4 archived) delivered `delivery_count` times
+SHARE_BATCH: Final = struct_of(
+    ("first_offset", LongType(), False),
+    ("last_offset", LongType(), False),
+    ("delivery_state", IntegerType(), False),
+    ("delivery_count", IntegerType(), False),
+)
+
+#: One row per `__share_group_state` record (spark_jobs/lake_share_state.py).
+#: The record as written: kind "snapshot" (ShareSnapshot: the whole state), "update"
+#: (ShareUpdate: a change; start_offset / leader_epoch -1 = unchanged, no state_epoch) or
+#: "delete" (a tombstone: the share partition's state is gone; record columns null);
+#: `batches` are the record's own.
+#: The state after it (`state_*`, counts), combined as Kafka's share coordinator combines an
+#: update onto the last snapshot (decoder/share_combine.py); null for a delete and for a record
+#: older than the last one the lake applied for its partition (`problems` says "late").
+#: Counts are records past the state's start offset: available (acquired ones included:
+#: Kafka never persists "acquired"), acknowledged, archived, of an unknown state.
+#: problems: bad input as JSON {reason: count} (update_without_snapshot, backwards_batch,
+#: unknown_delivery_state, late); null when clean. topic: the name from the group records
+#: (share/consumer partition metadata) seen so far; null while unknown.
+SHARE_STATE_SCHEMA: Final = struct_of(
+    ("group", StringType(), False),
+    ("topic_id", StringType(), False),
+    ("topic", StringType(), True),
+    ("partition", IntegerType(), False),
+    ("kind", StringType(), False),
+    ("start_offset", LongType(), True),
+    ("snapshot_epoch", IntegerType(), True),
+    ("state_epoch", IntegerType(), True),
+    ("leader_epoch", IntegerType(), True),
+    ("batches", ArrayType(SHARE_BATCH, False), True),
+    ("delivery_complete_count", IntegerType(), True),
+    ("record_ts", LongType(), False),
+    ("state_start_offset", LongType(), True),
+    ("state_snapshot_epoch", IntegerType(), True),
+    ("state_state_epoch", IntegerType(), True),
+    ("state_leader_epoch", IntegerType(), True),
+    ("state_batches", ArrayType(SHARE_BATCH, False), True),
+    ("state_delivery_complete_count", IntegerType(), True),
+    ("available", LongType(), True),
+    ("acknowledged", LongType(), True),
+    ("archived", LongType(), True),
+    ("unknown", LongType(), True),
+    ("max_delivery_count", IntegerType(), True),
+    ("problems", StringType(), True),
+    ("source_partition", IntegerType(), False),
+    ("source_offset", LongType(), False),
+    ("date", DateType(), False),
+)
+
+#: kind: stall | stop | rewind | lag_slo | commit_rate_anomaly | rebalance_storm |
+#: share_backlog | share_poison (share groups: topic is the name, or the topic id while no
+#: group record names it).
 #: end_ms null: the episode is still open at the end of the data. size: the episode's magnitude
 #: in its own unit (messages waiting, offsets rewound, lag seconds, commits, rebalances), given
 #: in `unit`. topic/partition are null for group-level episodes.
@@ -117,6 +175,8 @@ EPISODE_KINDS: Final = (
     "lag_slo",
     "commit_rate_anomaly",
     "rebalance_storm",
+    "share_backlog",  # a share partition's backlog grew for a window, or waited with no progress
+    "share_poison",  # records past a share partition's start offset archived or redelivered often
 )
 
 #: One alert per episode. `active` false once the episode ended (ends_at set).

@@ -26,6 +26,8 @@ ALERT_NAMES: Final = MappingProxyType(
         "lag_slo": "OffsetwatchLagSloBreached",
         "commit_rate_anomaly": "OffsetwatchCommitRateAnomaly",
         "rebalance_storm": "OffsetwatchRebalanceStorm",
+        "share_backlog": "OffsetwatchShareBacklog",
+        "share_poison": "OffsetwatchSharePoisonRecords",
     }
 )
 #: a stalled or stopped consumer loses data to retention if nobody acts; the rest want a look
@@ -37,6 +39,9 @@ DEFAULT_SEVERITIES: Final = MappingProxyType(
         "lag_slo": "warning",
         "commit_rate_anomaly": "info",
         "rebalance_storm": "warning",
+        "share_backlog": "warning",
+        # records given up or redelivered again and again: someone must look at them
+        "share_poison": "warning",
     }
 )
 _WHAT: Final = MappingProxyType(
@@ -47,6 +52,8 @@ _WHAT: Final = MappingProxyType(
         "lag_slo": "is over its lag SLO",
         "commit_rate_anomaly": "commits at an unusual rate",
         "rebalance_storm": "is in a rebalance storm",
+        "share_backlog": "has a share backlog that grows or does not drain",
+        "share_poison": "has poison records (archived or redelivered at the delivery limit)",
     }
 )
 assert set(ALERT_NAMES) == set(DEFAULT_SEVERITIES) == set(_WHAT) == set(EPISODE_KINDS)
@@ -156,7 +163,13 @@ def alerts_from_episodes(episodes: DataFrame, settings: AlertSettings | None = N
         F.col("end_ms").isNull().alias("active"),
         F.col("size").alias("value"),
         F.concat(
-            F.lit("Consumer group "), F.col("group"), F.lit(" "), _lookup(_WHAT, kind), where
+            F.when(kind.startswith("share_"), F.lit("Share group ")).otherwise(
+                F.lit("Consumer group ")
+            ),
+            F.col("group"),
+            F.lit(" "),
+            _lookup(_WHAT, kind),
+            where,
         ).alias("summary"),
         F.concat(
             F.lit("Since "),

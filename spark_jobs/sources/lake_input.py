@@ -32,8 +32,12 @@ from pyspark.sql.types import StructField, StructType
 
 from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
-from offsetwatch.spark_jobs.lake_flatten import LAKE_RECORD_TYPES, LOG_END_TYPE, pruned_struct
-from offsetwatch.spark_jobs.lake_group_events import GROUP_RECORD_TYPES
+from offsetwatch.spark_jobs.lake_flatten import (
+    LAKE_RECORD_TYPES,
+    LOG_END_TYPE,
+    TEXT_RECORD_TYPES,
+    pruned_struct,
+)
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
 from offsetwatch.spark_jobs.schema import TXN_COLUMN, CanonicalRows, arrow_schema, records_struct
 from offsetwatch.spark_jobs.sources import (
@@ -52,7 +56,8 @@ BAD_COLUMN: Final = "bad"
 BLOCK_BYTES: Final = 16 << 20
 #: the types Arrow's columns carry straight into the lake (flat keys and values)
 _FAST_TYPES: Final = pa.array([contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE])
-_GROUP_TYPES: Final = pa.array(sorted(GROUP_RECORD_TYPES))
+#: group and share-state records: their key and value are kept as JSON text (Python path)
+_GROUP_TYPES: Final = pa.array(sorted(TEXT_RECORD_TYPES))
 #: the envelope fields the lake keeps as they are
 _ENVELOPE_KEPT: Final = (
     contract.TYPE,
@@ -126,7 +131,7 @@ class LakeCollector:
             self.bad_input(file, position, broken.reason, broken.at(file, position))
             return
         try:
-            row = self._pruned(canonical, kind in GROUP_RECORD_TYPES)
+            row = self._pruned(canonical, kind in TEXT_RECORD_TYPES)
         except (AttributeError, TypeError, ValueError) as error:
             self.bad_input(file, position, "bad_record", f"{type(error).__name__}: {error}")
             return
