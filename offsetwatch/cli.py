@@ -2,7 +2,9 @@
 
 Exit codes shared by every subcommand: 0 success, 1 the job ran but some input failed (e.g. a
 record that could not be decoded), 2 usage or configuration error (nothing useful was done),
-130 interrupted. A closed output pipe (`offsetwatch decode ... | head`) ends the run quietly.
+3 a change sent to the broker whose outcome is unknown (no answer came: it may or may not have
+been applied), 130 interrupted. A closed output pipe (`offsetwatch decode ... | head`) ends the
+run quietly.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from offsetwatch.commands import (
     option_env_names,
     registrars,
 )
+from offsetwatch.offset_ops.model import OutcomeUnknown
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
+#: its own code: a script must not retry as after a failure (a --shift-by would shift twice)
+EXIT_OUTCOME_UNKNOWN = 3
 EXIT_INTERRUPTED = 130
 
 DESCRIPTION = """\
@@ -34,6 +39,14 @@ Decode Kafka's internal __consumer_offsets topic (offset commits, classic and KI
 consumer groups, share groups) and turn it into consumer-lag monitoring.
 
 Run `offsetwatch COMMAND --help` for the options and examples of a command.
+
+exit codes:
+  0    done
+  1    the job ran but something was missed (a record not decoded, a file not read)
+  2    a mistake to fix, nothing useful done (the `offsetwatch: error:` line says what)
+  3    offsets reset/migrate --execute sent the commit but no answer came: it may or may not
+       have been applied; check with `offsetwatch offsets export --group G` before retrying
+  130  interrupted
 """
 
 
@@ -118,6 +131,9 @@ def _main(argv: list[str] | None) -> int:
     except UsageError as error:
         print(f"offsetwatch: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except OutcomeUnknown as error:
+        print(f"offsetwatch: error: {error}", file=sys.stderr)
+        return EXIT_OUTCOME_UNKNOWN
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK

@@ -33,6 +33,13 @@ Export, reset and copy the committed offsets of a consumer group (classic or KIP
 are dry runs until --execute; the whole plan is checked before anything is written, and a
 group with active members is refused (stop its consumers first)."""
 
+OUTCOME_HELP = """\
+exit codes: 0 done; 2 a mistake or a refusal, nothing changed (or the line says which
+partitions the broker did commit); 3 the commit was sent and no answer came (a timeout, a
+dropped connection): it may or may not have been applied, so check with `offsetwatch offsets
+export --group G` before retrying (a retried --shift-by would shift twice). A request waits
+for its answer up to 30 s, or -X socket.timeout.ms when that is shorter."""
+
 EXPORT_EPILOG = f"""\
 The CSV is topic,partition,offset with no header: what kafka-consumer-groups --reset-offsets
 --from-file reads, and what `offsetwatch offsets reset --from-file` reads.
@@ -64,6 +71,8 @@ examples:
   offsetwatch offsets reset --group payments --all-topics --to-history-time 2026-11-20T09:00Z \\
       --history /data/offsetwatch-lake
 
+{OUTCOME_HELP}
+
 {CONNECTION_HELP}
 """
 
@@ -77,6 +86,8 @@ examples:
   offsetwatch offsets migrate --from-group billing --to-group billing-invoices
   offsetwatch offsets migrate --from-group billing --to-group billing-invoices \\
       --topic 'invoices\\..*' --execute
+
+{OUTCOME_HELP}
 
 {CONNECTION_HELP}
 """

@@ -12,6 +12,7 @@ from offsetwatch.offset_ops.model import (
     GroupListing,
     MemberInfo,
     OffsetOpsError,
+    OutcomeUnknown,
     TopicPartitionKey,
     Unsupported,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "GroupListing",
     "MemberInfo",
     "OffsetOpsError",
+    "OutcomeUnknown",
     "TopicPartitionKey",
     "Unsupported",
 ]

@@ -29,6 +29,7 @@ from offsetwatch.offset_ops.model import (
     GroupListing,
     MemberInfo,
     OffsetOpsError,
+    OutcomeUnknown,
     TopicPartitionKey,
     Unsupported,
 )
@@ -253,6 +254,8 @@ class AdminBroker:
         return out
 
     def alter(self, group_id: str, offsets: Mapping[TopicPartitionKey, Committed]) -> None:
+        """Raises OffsetOpsError when the broker answered and refused (saying what, if
+        anything, it committed), OutcomeUnknown when no answer came after sending."""
         if not offsets:
             return
         tps = [_topic_partition(key, c) for key, c in sorted(offsets.items())]
@@ -263,15 +266,60 @@ class AdminBroker:
         try:
             result = futures[group_id].result()
         except KafkaException as exc:
-            raise OffsetOpsError(f"committing offsets of group {group_id!r}: {exc}") from exc
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
-        if failed:
-            tp = failed[0]
-            if tp.error.name() in _MEMBER_ERRORS:
-                raise OffsetOpsError(
-                    f"the broker refused to commit offsets of group {group_id!r} "
-                    f"({tp.error.name()}): the group has members; stop its consumers first"
-                )
+            error = _error(exc)
+            if error is None or _may_have_been_sent(error):
+                raise OutcomeUnknown(group_id, _error_text(exc)) from exc
             raise OffsetOpsError(
-                f"committing offsets of group {group_id!r}, {tp.topic}:{tp.partition}: {tp.error}"
+                f"committing offsets of group {group_id!r}: {_error_text(exc)}; nothing was "
+                "committed"
+            ) from exc
+        # alter_consumer_group_offsets reports the broker's per-partition answer only here
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if not failed:
+            return
+        if any(_may_have_been_sent(tp.error) for tp in failed):
+            tp = next(tp for tp in failed if _may_have_been_sent(tp.error))
+            raise OutcomeUnknown(group_id, f"{tp.topic}:{tp.partition}: {tp.error.str()}")
+        tp = failed[0]
+        if tp.error.name() in _MEMBER_ERRORS:
+            raise OffsetOpsError(
+                f"the broker refused to commit offsets of group {group_id!r} "
+                f"({tp.error.name()}): the group has members; stop its consumers first"
             )
+        applied = len(result.topic_partitions) - len(failed)
+        what = (
+            "nothing was committed"
+            if not applied
+            else f"the other {applied} partition(s) were committed"
+        )
+        raise OffsetOpsError(
+            f"the broker refused to commit offsets of group {group_id!r} on {len(failed)} "
+            f"partition(s), first {tp.topic}:{tp.partition} ({tp.error.name()}: "
+            f"{tp.error.str()}); {what}"
+        )
+
+
+# librdkafka's own errors (negative codes) raised before anything is sent; every other one
+# of them (a timeout, a dropped connection, the client closing) can come after the request
+# left, when only the broker knows whether it applied it.
+_NOT_SENT: Final = frozenset({KafkaError._INVALID_ARG, KafkaError._UNSUPPORTED_FEATURE})
+# The broker's answers that do not prove the commit was dropped: a write to __consumer_offsets
+# that timed out waiting for its replicas may still be in the log, and read back on the
+# coordinator's next load.
+_BROKER_UNSURE: Final = frozenset({KafkaError.REQUEST_TIMED_OUT})
+
+
+def _may_have_been_sent(error: KafkaError) -> bool:
+    """True when the outcome is unknown: no answer came, or one that proves nothing.
+
+    Any other broker error (a positive code) is its answer to the request: nothing it refused
+    was applied."""
+    code = error.code()
+    return (code < 0 and code not in _NOT_SENT) or code in _BROKER_UNSURE
+
+
+def _error_text(exc: KafkaException) -> str:
+    error = _error(exc)
+    if error is None:
+        return str(exc)
+    return f"{error.name()}: {error.str()}"

@@ -15,6 +15,20 @@ class OffsetOpsError(Exception):
     """A problem the operator must fix (bad input, a refused plan); nothing was written."""
 
 
+class OutcomeUnknown(Exception):
+    """A change was sent and no answer came (a timeout, a dropped connection): the broker may
+    have applied it or not. Not an OffsetOpsError, which promises that nothing was written:
+    "failed" would invite a retry, and a retried --shift-by shifts twice."""
+
+    def __init__(self, group_id: str, reason: str) -> None:
+        super().__init__(
+            f"committing offsets of group {group_id!r}: {reason}; the change may or may not "
+            f"have been applied: check with `offsetwatch offsets export --group {group_id}` "
+            "before retrying"
+        )
+        self.group_id = group_id
+
+
 class Unsupported(OffsetOpsError):
     """The cluster does not implement a request (librdkafka's mock lacks ListGroups and
     DescribeGroups)."""
