@@ -43,7 +43,7 @@ from tests.exporter.daemon_helpers import (
 )
 from tests.real_broker import Broker
 
-#: consumers of the tests' groups: quiet, quick to notice a lost coordinator
+#: clients of the tests' groups: quiet logs, and metadata refreshed every 5 s (not 5 min)
 CLIENT: Final[dict[str, object]] = {"log_level": 3, "topic.metadata.refresh.interval.ms": 5000}
 
 TP = tuple[str, int]
@@ -212,6 +212,12 @@ class GroupAnswer:
     rows: Mapping[TP, FullRow]
     #: (topic, partition) -> member id of its owner
     owners: Mapping[TP, str]
+
+
+def present(answer: GroupAnswer | None) -> GroupAnswer:
+    """The answer of a group that must exist."""
+    assert answer is not None
+    return answer
 
 
 def kafka_offsets(broker: Broker, group: str) -> dict[TP, tuple[int, int | None, str]]:

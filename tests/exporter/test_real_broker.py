@@ -12,7 +12,7 @@ says on the same broker (see tests/exporter/real_broker_helpers.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -38,6 +38,7 @@ from tests.exporter.real_broker_helpers import (
     listed_by_exporter,
     no_errors,
     offsets_partition_count,
+    present,
     settled,
     stable_offsets,
     sync_exporter,
@@ -73,6 +74,11 @@ def _topics(broker: Broker, counts: dict[str, list[int]]) -> set[TP]:
     return {(t, p) for t, per_partition in counts.items() for p in range(len(per_partition))}
 
 
+def _below(ends: dict[TP, int], index: int) -> Callable[[TP], int]:
+    """The offsets the `index`th group commits: a few records in, below each log end."""
+    return lambda tp: min(ends[tp], index + tp[1] + 1)
+
+
 def test_live_groups_equal_kafka(kafka_broker: Broker, exporter: ExporterService) -> None:
     """Classic eager (range), classic cooperative (cooperative-sticky) and KIP-848 groups,
     two live members each: committed offset, log end, lag, owner per partition, and kind,
@@ -95,7 +101,7 @@ def test_live_groups_equal_kafka(kafka_broker: Broker, exporter: ExporterService
     try:
         for index, group in enumerate(live):
             # different offsets per group, each below its log end
-            group.join_and_commit(partitions, lambda tp, i=index: min(ends[tp], i + tp[1] + 1))
+            group.join_and_commit(partitions, _below(ends, index))
         names = [group.group for group in live]
         wait_for(
             lambda: all(
@@ -107,8 +113,8 @@ def test_live_groups_equal_kafka(kafka_broker: Broker, exporter: ExporterService
         )
         compared = settled(exporter, kafka_broker, names)
         assert_equal_to_kafka(compared)
-        got = {g: (a.kind if a else None) for g, a in compared.kafka.items()}
-        assert sorted(got.values()) == ["CLASSIC", "CLASSIC", "CONSUMER"], got
+        kinds_seen = sorted(present(a).kind for a in compared.kafka.values())
+        assert kinds_seen == ["CLASSIC", "CLASSIC", "CONSUMER"], compared.kafka
         for answer in compared.kafka.values():
             assert answer is not None
             assert set(answer.rows) == partitions
@@ -197,8 +203,7 @@ def test_transactional_commits_only_committed_ones_show(
         assert exporter.exporter.stats.source_position[spot] < high[spot]
         compared = settled(exporter, kafka_broker, [left_open])
         assert_equal_to_kafka(compared)
-        assert compared.kafka[left_open] is not None
-        assert compared.kafka[left_open].rows[(topic, 0)][0] == 3
+        assert present(compared.kafka[left_open]).rows[(topic, 0)][0] == 3
         # an exporter started while the transaction is open gets ready (its first pass ends
         # at the last stable offset) and agrees
         config = exporter_config(kafka_broker.bootstrap, kafka_lag_exporter_aliases=True)
@@ -209,7 +214,7 @@ def test_transactional_commits_only_committed_ones_show(
         sync_exporter(exporter, high_watermarks(kafka_broker, [spot]))
         compared = settled(exporter, kafka_broker, [left_open])
         assert_equal_to_kafka(compared)
-        assert compared.kafka[left_open].rows[(topic, 0)][0] == 3
+        assert present(compared.kafka[left_open]).rows[(topic, 0)][0] == 3
     finally:
         # never leave a transaction open on the shared broker: it holds back every
         # read_committed reader of that partition until it times out
@@ -237,7 +242,7 @@ def test_deleted_groups_disappear(kafka_broker: Broker, exporter: ExporterServic
     before = settled(exporter, kafka_broker, groups)
     assert_equal_to_kafka(before)
     assert all(before.kafka[g] is not None for g in groups)
-    assert before.kafka[consumer] is not None and before.kafka[consumer].kind == "CONSUMER"
+    assert present(before.kafka[consumer]).kind == "CONSUMER"
 
     deleted = [simple, classic, consumer]
     args = [a for g in deleted for a in ("--group", g)]
