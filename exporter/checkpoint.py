@@ -38,7 +38,11 @@ File format (version 2), all integers little-endian:
                        diagnosis existed) loads with no history; and optionally `share_state`:
                        the `__share_group_state` read positions and the share partitions
                        (`ShareStateStore.to_json`); without it (older checkpoints) the
-                       share state is rebuilt from the start of that topic
+                       share state is rebuilt from the start of that topic; and optionally
+                       `resume_since_ms`: per partition, a wall-clock lower bound (epoch ms)
+                       for when the sinks took any record at or after its position
+                       (exporter/resume_dedup.py); without it a restart skips nothing and
+                       writes those records again
     body (B bytes), the sections one after the other:
       directory        JSON (ASCII): per group [id, commits_total, last_record_ts,
                        [[topic, slots, metadata index or -1], ...], [[key_type, sub_key], ...]],
@@ -189,6 +193,9 @@ class LoadedCheckpoint:
     #: `{"positions": {partition: offset}, "store": ShareStateStore.to_json()}` of
     #: __share_group_state; None in checkpoints written before share groups were read
     share_state: dict[str, Any] | None = None
+    #: per partition, when the sinks could first have taken a record at or after its
+    #: position (exporter/resume_dedup.py); None in checkpoints written before it existed
+    resume_since_ms: dict[int, int] | None = None
 
 
 def bootstrap_fingerprint(bootstrap_servers: str) -> str:
@@ -297,6 +304,7 @@ def save_checkpoint(
     meta: CheckpointMeta,
     codec: Codec | None = None,
     share_state: dict[str, Any] | None = None,
+    resume_since_ms: Mapping[int, int] | None = None,
 ) -> None:
     """Write state + positions to `path` atomically (see the module docs).
 
@@ -336,6 +344,11 @@ def save_checkpoint(
             if group.history is not None
         },
         **({} if share_state is None else {"share_state": share_state}),
+        **(
+            {}
+            if resume_since_ms is None
+            else {"resume_since_ms": {str(int(p)): int(t) for p, t in resume_since_ms.items()}}
+        ),
         "byteorder": "little",
         "itemsizes": _ITEMSIZES,
         "sections": [[name, len(sections[name])] for name in _SECTIONS],
@@ -553,4 +566,12 @@ def _parse(path: Path, data: bytes, header_len: int, codec: Codec) -> LoadedChec
             created_ms=int(header["created_ms"]),
         ),
         share_state=header.get("share_state"),
+        resume_since_ms=_resume_since(header.get("resume_since_ms")),
     )
+
+
+def _resume_since(saved: Any) -> dict[int, int] | None:
+    # absent from checkpoints written before exactly-once restarts: nothing is skipped then
+    if saved is None:
+        return None
+    return {int(p): int(t) for p, t in saved.items()}

@@ -52,6 +52,7 @@ from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import PublisherStats, RecordPublisher
+from offsetwatch.exporter.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
@@ -151,6 +152,12 @@ class Exporter:
     #: the final flush or checkpoint at shutdown failed: the process must not exit 0
     close_failed: bool = False
     _refused_seen: int = 0
+    #: exactly once across a crash of the exporter (exporter/resume_dedup.py): when the sinks
+    #: took records after each position, and what they already hold after the checkpoint
+    _since: SinceMarks = field(default_factory=SinceMarks)
+    _resume_since: dict[int, int] | None = None
+    _published_skip: SkipSet = field(default_factory=SkipSet)
+    _archived_skip: SkipSet = field(default_factory=SkipSet)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -237,6 +244,7 @@ class Exporter:
                 self._archive,
                 f"free space in {self.config.archive_dir} or check its permissions",
             )
+        self._skip_written(positions, cluster_id)
         self.stats.sinks = [guard.health for guard in self.guards]
         if self.config.checkpoint_path is not None:
             self.stats.sinks.append(self.checkpoint_health)
@@ -285,12 +293,16 @@ class Exporter:
             len(loaded.positions),
             self.config.offsets_topic,
         )
+        self._resume_since = loaded.resume_since_ms
         return dict(loaded.positions), loaded.meta.cluster_id
 
     # -- sinks -----------------------------------------------------------------------------
 
     def _publish(self, record: AnyRecord) -> None:
         assert self.publisher is not None
+        if self._published_skip and self._published_skip.take(record.partition, record.offset):
+            self.publisher.mark_done(record.partition, record.offset)  # there before the crash
+            return
         if self._avro is None:
             value = self._canonical.to_json(record).encode("utf-8")
         else:
@@ -338,6 +350,8 @@ class Exporter:
         return next(guard for guard in self.guards if guard.name == name)
 
     def _archive(self, record: AnyRecord) -> None:
+        if self._archived_skip and self._archived_skip.take(record.partition, record.offset):
+            return  # archived before the crash
         self.archive.write(self._canonical.to_dict(record))
         self.stats.archive_records_total += 1
 
@@ -345,6 +359,9 @@ class Exporter:
         self.stats.quarantined_total += 1
         log.warning("quarantined undecodable record: %s", item.error)
         if self.publisher is not None and self.config.publish_dlq_topic is not None:
+            if self._published_skip and self._published_skip.take(item.partition, item.offset):
+                self.publisher.mark_done(item.partition, item.offset)  # there before the crash
+                return
             self.publisher.dead_letter(
                 item.partition, item.offset, item.key, item.value, str(item.error)
             )
@@ -382,6 +399,57 @@ class Exporter:
         if self.config.archive_dir is not None:
             return Path(self.config.archive_dir)
         return None
+
+    # -- exactly once across a crash of the exporter (exporter/resume_dedup.py) --------------
+
+    def _skip_written(self, positions: dict[int, int] | None, cluster_id: str | None) -> None:
+        """After a restore: find what the sinks took after the checkpoint before the crash
+        (publish and dead-letter topics by their source headers, archive files by their
+        records), so that reading it again writes none of it twice. Checkpoints written
+        before this existed have no bound: nothing is skipped then (at-least-once)."""
+        bounds = self._resume_since
+        if positions is None or not bounds:
+            return
+        since = min(bounds.values())
+        found_published: set[tuple[int, int]] = set()
+        if self.publisher is not None:
+            topics = [self.publisher.output_topic]
+            if self.config.publish_dlq_topic is not None:
+                topics.append(self.config.publish_dlq_topic)
+            found_published = scan_topics(
+                self.kafka_config(),
+                topics,
+                positions,
+                since,
+                source_topic=self.config.offsets_topic,
+                cluster_id=cluster_id,
+            )
+        found_archived: set[tuple[int, int]] = set()
+        if self.archive is not None:
+            found_archived = scan_archive(Path(self.config.archive_dir or "."), positions, since)
+        self._published_skip = SkipSet.of(found_published)
+        self._archived_skip = SkipSet.of(found_archived)
+        for skip in (self._published_skip, self._archived_skip):
+            for partition, last in skip.last_offsets().items():
+                self._since.found(partition, last, since)
+        log.info(
+            "since the checkpoint, %d records were already published and %d archived before "
+            "the exporter stopped: reading them again writes none of them twice",
+            len(found_published),
+            len(found_archived),
+        )
+
+    def _before_ingest(self, source: OffsetsTopicSource) -> None:
+        # wall time, not clock_ms: the bound is compared with Kafka timestamps and file times
+        self._since.note(self.ingestor.positions, _now_ms())
+        if self.publisher is not None:
+            self.publisher.source_cluster_id = source.cluster_id
+
+    def _since_bounds(self, positions: dict[int, int]) -> dict[int, int]:
+        """Per checkpointed position, when the sinks could first have taken a record at or
+        after it (a mark now covers everything not read yet)."""
+        self._since.note(self.ingestor.positions, _now_ms(), force=True)
+        return self._since.bounds(positions)
 
     # -- sampler hand-over ------------------------------------------------------------------
 
@@ -427,6 +495,8 @@ class Exporter:
         # were fetched from the old positions and must not be applied to the emptied state
         messages = [] if rebuilt else batch.messages
         self._watch_live()
+        if messages:
+            self._before_ingest(source)
         handled = self.ingestor.ingest(messages) if messages else 0
         self._step_share()
         if self.publisher is not None:
@@ -584,6 +654,10 @@ class Exporter:
         source.restart_from_beginning(source.assigned_partitions())
         self.stats.mark_not_ready()
         self._sample_requested = False
+        # everything is read and written again from the start: nothing to skip any more
+        self._since.reset(_now_ms())
+        self._published_skip.clear()
+        self._archived_skip.clear()
         # the API must not serve the dropped state until the next snapshot interval
         self._next_snapshot_ms = 0
 
@@ -657,6 +731,7 @@ class Exporter:
                 positions,
                 meta=self._checkpoint_meta(),
                 codec=self.codec,
+                resume_since_ms=self._since_bounds(positions),
                 share_state={
                     "positions": {str(p): o for p, o in self.share_ingestor.positions.items()},
                     "store": self.share_store.to_json(),

@@ -34,6 +34,10 @@ HEADER_ERROR = "offsetwatch.error"
 HEADER_SOURCE_TOPIC = "offsetwatch.source.topic"
 HEADER_SOURCE_PARTITION = "offsetwatch.source.partition"
 HEADER_SOURCE_OFFSET = "offsetwatch.source.offset"
+#: Kafka's cluster id of the source (when known): republished records and dead letters carry
+#: the source headers, so that a restarted exporter finds what it already wrote
+#: (exporter/resume_dedup.py) and skips only positions of its own cluster
+HEADER_SOURCE_CLUSTER = "offsetwatch.source.cluster"
 
 
 @dataclass(slots=True, frozen=True)
@@ -247,6 +251,8 @@ class RecordPublisher:
         self._source_topic = source_topic.encode()
         self._queue_full_timeout_s = queue_full_timeout_s
         self.tracker = DeliveryTracker()
+        #: the source cluster's id for the headers, set by the daemon once the source knows it
+        self.source_cluster_id: str | None = None
         self._lock = threading.Lock()
         self._produced = 0
         self._delivered = 0
@@ -296,13 +302,14 @@ class RecordPublisher:
             self.tracker.register(source_partition, source_offset, 0)
             return
         token = self.tracker.register(source_partition, source_offset, len(records))
+        source = self._source_headers(source_partition, source_offset)
         for index, record in enumerate(records):
             try:
                 self._produce(
                     self.output_topic,
                     record.key,
                     record.value,
-                    record.headers,
+                    (*record.headers, *source),
                     functools.partial(self._on_delivery, token),
                 )
             except BaseException:
@@ -327,9 +334,7 @@ class RecordPublisher:
         dlq_headers = (
             *headers,
             (HEADER_ERROR, reason.encode("utf-8", "replace")),
-            (HEADER_SOURCE_TOPIC, self._source_topic),
-            (HEADER_SOURCE_PARTITION, str(source_partition).encode()),
-            (HEADER_SOURCE_OFFSET, str(source_offset).encode()),
+            *self._source_headers(source_partition, source_offset),
         )
         token = self.tracker.register(source_partition, source_offset, 1)
         try:
@@ -341,6 +346,19 @@ class RecordPublisher:
             raise
         with self._lock:
             self._dead_lettered += 1
+
+    def _source_headers(self, partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
+        """Where the record comes from: the output topic is read back after a crash to skip
+        what is already there (exporter/resume_dedup.py), and readers can trace a record."""
+        headers = (
+            (HEADER_SOURCE_TOPIC, self._source_topic),
+            (HEADER_SOURCE_PARTITION, str(partition).encode()),
+            (HEADER_SOURCE_OFFSET, str(offset).encode()),
+        )
+        cluster = self.source_cluster_id
+        if cluster is None:
+            return headers
+        return (*headers, (HEADER_SOURCE_CLUSTER, cluster.encode()))
 
     def mark_done(self, source_partition: int, source_offset: int) -> None:
         """A source record that produces nothing (filtered, or state-only)."""
