@@ -290,3 +290,29 @@ def test_deleted_offsets_disappear(kafka_broker: Broker, exporter: ExporterServi
         for labels in metrics.series("offsetwatch_group_partition_committed_offset")
         if ("topic", dropped) in labels
     ]
+
+
+def test_offsets_of_a_deleted_topic_disappear(
+    kafka_broker: Broker, exporter: ExporterService
+) -> None:
+    """Deleting a topic: Kafka's coordinator drops every group's offsets of it (it writes
+    their tombstones); the exporter drops them too, and no series names the topic any more
+    (not even its log end), while the group's other topic stays."""
+    gone, stays = unique("gone"), unique("stays")
+    _topics(kafka_broker, {gone: [5, 5], stays: [3]})
+    group = unique("deleted-topic")
+    kafka_broker.commit(group, {(gone, 0): 1, (gone, 1): 2, (stays, 0): 3})
+    assert_equal_to_kafka(settled(exporter, kafka_broker, [group]))
+    admin = kafka_broker.admin()  # kept alive until its futures answer
+    for future in admin.delete_topics([gone], operation_timeout=30).values():
+        future.result(timeout=60)
+    wait_for(
+        lambda: set(present(kafka_answers(kafka_broker, [group])[group]).rows) == {(stays, 0)},
+        "Kafka dropping the offsets of the deleted topic",
+        describe=lambda: kafka_answers(kafka_broker, [group]),
+    )
+    after = settled(exporter, kafka_broker, [group])
+    assert_equal_to_kafka(after)
+    assert present(after.kafka[group]).rows == {(stays, 0): (3, 3, 0, None, "")}
+    for name, labels in scrape(exporter).samples:
+        assert dict(labels).get("topic") != gone, (name, labels)
