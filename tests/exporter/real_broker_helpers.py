@@ -7,8 +7,8 @@ assignments). The exporter's answer is read twice, from its JSON API and from `/
 both must equal Kafka's field by field.
 
 No comparison is made on a guess of time: `sync_exporter` waits until the exporter's
-`__consumer_offsets` consumer has read up to Kafka's last stable offset of the group's
-partition (what a read_committed reader can reach) and a snapshot was built after that, and
+`__consumer_offsets` consumer has read up to Kafka's high watermark (or last stable offset)
+of the group's partition and a snapshot was built after that, and
 `settled` takes Kafka's answer before and after reading the exporter's, so a group that
 changes meanwhile (a rebalance, an expiry) is compared again instead of failing at random.
 """
@@ -342,10 +342,16 @@ def sync_exporter(service: ExporterService, targets: Mapping[int, int]) -> None:
     )
 
 
-def sync_to_kafka(service: ExporterService, broker: Broker, groups: Iterable[str]) -> None:
-    """`sync_exporter` to the current last stable offsets of the groups' partitions."""
+#: how far in a `__consumer_offsets` partition the exporter must have read
+Ends = Callable[[Broker, Iterable[int]], dict[int, int]]
+
+
+def sync_to_kafka(
+    service: ExporterService, broker: Broker, groups: Iterable[str], ends: Ends
+) -> None:
+    """`sync_exporter` to the current `ends` of the groups' partitions."""
     count = offsets_partition_count(broker)
-    sync_exporter(service, stable_offsets(broker, {partition_for(g, count) for g in groups}))
+    sync_exporter(service, ends(broker, {partition_for(g, count) for g in groups}))
 
 
 def exporter_answers(service: ExporterService, groups: Iterable[str]) -> dict[str, Any]:
@@ -459,16 +465,25 @@ class Compared:
 
 
 def settled(
-    service: ExporterService, broker: Broker, groups: Iterable[str], timeout_s: float = TIMEOUT_S
+    service: ExporterService,
+    broker: Broker,
+    groups: Iterable[str],
+    ends: Ends = high_watermarks,
+    timeout_s: float = TIMEOUT_S,
 ) -> Compared:
     """Kafka's answers and the exporter's (API and /metrics) for the same moment: Kafka is
     asked before and after the exporter (synced to Kafka's log in between); if the two
-    Kafka answers differ, the group moved meanwhile and all is read again."""
+    Kafka answers differ, the group moved meanwhile and all is read again.
+
+    The exporter is synced to the high watermark by default: every transaction before it
+    is decided (another test's may be open in the same partition for a moment; Kafka's
+    OffsetFetch already shows plain commits behind it). `ends=stable_offsets` syncs to the
+    last stable offset instead, for a test that holds a transaction open on purpose."""
     names = sorted(set(groups))
     deadline = time.monotonic() + timeout_s
     while True:
         before = kafka_answers(broker, names)
-        sync_to_kafka(service, broker, names)
+        sync_to_kafka(service, broker, names, ends)
         wait_for(
             lambda: log_ends_known(service, names),
             "the log end of every partition of the groups",
