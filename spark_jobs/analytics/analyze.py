@@ -27,6 +27,7 @@ from offsetwatch.spark_jobs.analytics.schemas import (
     WINDOWS_SCHEMA,
 )
 from offsetwatch.spark_jobs.analytics.settings import AnalyticsSettings
+from offsetwatch.spark_jobs.analytics.share_backlog import share_episodes
 from offsetwatch.spark_jobs.analytics.timeline import timeline as build_timeline
 from offsetwatch.spark_jobs.analytics.windows import window_stats
 
@@ -81,9 +82,11 @@ def analyze(
     log_ends: DataFrame,
     group_events: DataFrame,
     settings: AnalyticsSettings | None = None,
+    share_state: DataFrame | None = None,
 ) -> AnalyticsResult:
     """Windows, group statistics, episodes and the status timeline of the lake tables
-    (lake_schema COMMITS/LOG_ENDS/GROUP_EVENTS schemas).
+    (lake_schema COMMITS/LOG_ENDS/GROUP_EVENTS schemas); with `share_state` (SHARE_STATE_SCHEMA)
+    also share groups' backlog and poison episodes (analytics/share_backlog.py).
 
     Eager: raw commits are read once into the commit buckets, which every analytic shares,
     and the buckets and the status timeline are computed now and kept (local checkpoints,
@@ -92,6 +95,8 @@ def analyze(
     settings = settings or AnalyticsSettings()
     until = settings.until_ms
     if until is not None:
+        if share_state is not None:
+            share_state = share_state.filter(F.col("record_ts") <= until)
         commits = commits.filter(F.coalesce("commit_ts", "record_ts") <= until)
         group_events = group_events.filter(F.col("ts") <= until)
         log_ends = log_ends.filter(F.col("sampled_at_ms") <= until)
@@ -100,6 +105,10 @@ def analyze(
     # everything downstream small (planning the whole chain again costs seconds per action).
     buckets = commit_buckets(commits, group_events, tick).localCheckpoint(eager=True)
     end_ms = until if until is not None else data_end_ms(buckets, commits, log_ends, group_events)
+    if until is None and share_state is not None:
+        share_end = share_state.agg(F.max("record_ts")).first()
+        if share_end is not None and share_end[0] is not None:
+            end_ms = max(end_ms or 0, int(share_end[0]))
     if end_ms is None:
         end_ms = 0
     end_tick = int(end_ms + tick - 1) // tick * tick
@@ -118,6 +127,11 @@ def analyze(
         ],
         settings.since_ms,
     )
+    diagnoses = episode_diagnoses(episodes, group_events, settings)
+    if share_state is not None:
+        # share episodes have no diagnosis (its rules are the consumer groups'): cause null
+        share = share_episodes(share_state, log_ends, end_ms, settings, settings.poison_limit)
+        episodes = all_episodes([episodes, share], settings.since_ms)
     windows = window_stats(buckets, timeline, settings.window_sizes_ms)
     stats = group_stats(group_events, timeline, storms, tick)
     if settings.since_ms is not None:
@@ -130,7 +144,7 @@ def analyze(
         group_stats=_conform(stats, GROUP_STATS_SCHEMA),
         episodes=episodes,
         end_ms=end_ms,
-        diagnoses=episode_diagnoses(episodes, group_events, settings),
+        diagnoses=diagnoses,
     )
 
 

@@ -40,6 +40,9 @@ class AnalyticsSettings:
     rate_high_ratio: float = 4.0
     #: a baseline below this many commits per window is too thin to judge
     rate_min_baseline_commits: float = 10.0
+    #: share groups: a record past the start offset delivered this often (or archived) is
+    #: poison (Kafka's default group.share.delivery.attempt.limit)
+    poison_limit: int = 5
     #: only history up to here is read (epoch ms; None: to the end of the data)
     until_ms: int | None = None
     #: outputs start here (epoch ms); history before it still builds the state
@@ -60,6 +63,8 @@ class AnalyticsSettings:
             raise ValueError("a storm needs storm_rebalances >= 2 within storm_window_ms > 0")
         if self.rate_min_baseline_windows < 1 or self.rate_baseline_windows < 1:
             raise ValueError("rate baselines need at least one window")
+        if self.poison_limit < 1:
+            raise ValueError(f"poison_limit must be >= 1, got {self.poison_limit}")
         if self.lag_slo_seconds < 0:
             raise ValueError(f"lag_slo_seconds must be >= 0, got {self.lag_slo_seconds}")
         if (

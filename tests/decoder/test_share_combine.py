@@ -146,7 +146,8 @@ def test_capture_rows_for_the_lake_table() -> None:
 def _encoded(key_type: int, value: Any, offset: int) -> dict[str, Any]:
     """A record written by the decoder's encoder, decoded back (bytes equal), as canonical."""
     codec = ShareStateCodec()
-    record = ShareStateRecord(key_type, SharePartitionKey("g", "AAAAAAAAAAAAAAAAAAAAAA", 3), 0, value)
+    key_of = SharePartitionKey("g", "AAAAAAAAAAAAAAAAAAAAAA", 3)
+    record = ShareStateRecord(key_type, key_of, 0, value)
     key, raw = codec.encode(record)
     decoded = codec.decode(key, raw, 0, offset, 1_000 * offset)
     assert codec.encode(decoded) == (key, raw)

@@ -113,6 +113,7 @@ def _read_table(spark: SparkSession, lake: Path, name: str, until_ms: int | None
         lake_schema.COMMITS: lake_schema.COMMITS_SCHEMA,
         lake_schema.LOG_ENDS: lake_schema.LOG_ENDS_SCHEMA,
         lake_schema.GROUP_EVENTS: lake_schema.GROUP_EVENTS_SCHEMA,
+        lake_schema.SHARE_STATE: lake_schema.SHARE_STATE_SCHEMA,
     }[name]
     path = lake / name
     if not path.is_dir() or not any(path.rglob("*.parquet")):
@@ -163,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
         tables[lake_schema.LOG_ENDS],
         tables[lake_schema.GROUP_EVENTS],
         settings,
+        # share groups' episodes when the lake has share-partition state
+        share_state=_read_table(spark, args.lake, lake_schema.SHARE_STATE, until)
+        if (args.lake / lake_schema.SHARE_STATE).is_dir()
+        else None,
     )
     if args.out is not None:
         _write(result, args.out, "parquet" if args.format == "parquet" else "json")
