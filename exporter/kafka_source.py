@@ -356,7 +356,9 @@ class OffsetsTopicSource:
                 last[m.partition()] = m.offset()
             else:
                 self._partition_error(m.partition(), m.offset(), err, events)
+        at_end = self._reached_end(last)
         with self._lock:
+            self._eof_seen.update(at_end)
             if messages or any(isinstance(e, PartitionEof) for e in events):
                 # A fetch answered: the cluster is reachable whatever the last error said.
                 self._mark_up()
@@ -373,6 +375,20 @@ class OffsetsTopicSource:
             queued, self._events = self._events, []
         self.messages_total += len(messages)
         return SourceBatch(messages, queued + events)
+
+    def _reached_end(self, last: dict[int, int]) -> list[int]:
+        """Partitions of the first pass whose last record delivered is the last of the log as
+        its fetch answered: at the end, as a PARTITION_EOF says. A partition that takes
+        commits all the time never gets that event (each fetch brings records: none answers
+        empty at the end), so the first pass, and readiness, would never finish."""
+        with self._lock:
+            pending = [p for p in last if p not in self._eof_seen]
+        at_end = []
+        for partition in pending:
+            _low, high = self._cached_watermarks(partition)
+            if high is not None and last[partition] + 1 >= high:
+                at_end.append(partition)
+        return at_end
 
     def _partition_error(
         self, partition: int | None, offset: int | None, err: KafkaError, events: list[SourceEvent]
