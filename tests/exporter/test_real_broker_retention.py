@@ -82,8 +82,10 @@ class Scene:
     topic: str
     #: groups without members: Kafka expires their offsets a minute after the fixture
     expiring: tuple[str, ...]
-    #: a group with a live member subscribed to the topic: its offsets never expire
+    #: a group with a live member subscribed to the topic: its offsets of that topic never
+    #: expire; its offset of `unsubscribed` does
     live: str
+    unsubscribed: str
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +104,20 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         member = LiveGroup(broker, live, [topic], 1, {"group.protocol": "classic"}).start()
         try:
             member.join_and_commit({(topic, p) for p in range(PARTITIONS)}, lambda tp: 4)
-            yield Scene(broker, topic, (simple, classic, consumer), live)
+            # the live member also commits a topic it does not subscribe to: Kafka expires
+            # that offset alone and keeps the group
+            other = unique("unsubscribed")
+            broker.create_topic(other)
+            broker.produce(other, [3])
+            [consumer_of_live] = member.consumers
+            member.call(
+                lambda: consumer_of_live.commit(
+                    offsets=[TopicPartition(other, 0, 1)], asynchronous=False
+                )
+            )
+            committed = present(kafka_answers(broker, [live])[live]).rows
+            assert len(committed) == PARTITIONS + 1 and (other, 0) in committed
+            yield Scene(broker, topic, (simple, classic, consumer), live, other)
         finally:
             member.close()
 
@@ -211,12 +226,20 @@ def test_compacted_log_rebuilds_the_same_state(scene: Scene, exporter: ExporterS
 def test_expired_offsets_disappear(scene: Scene, exporter: ExporterService) -> None:
     """A simple group, a classic and a KIP-848 group whose members left: once Kafka's
     OffsetFetch is empty for them (retention) and ListGroups no longer lists them, the
-    exporter's API, group list and /metrics do not show them either; the group with a live
-    member keeps its offsets in both. A fresh exporter started after the expiry agrees."""
+    exporter's API, group list and /metrics do not show them either. The group with a live
+    member keeps the offsets of its subscribed topic and loses the one of a topic it does
+    not subscribe to, in both. A fresh exporter started after the expiry agrees."""
     broker = scene.broker
+    gone = set(scene.expiring)
+    unsubscribed = (scene.unsubscribed, 0)
     wait_for(
-        lambda: all(a is None for a in kafka_answers(broker, scene.expiring).values()),
-        "Kafka expiring the offsets of the groups without members",
+        # offsets expired, then the empty groups deleted (in the same cleanup pass)
+        lambda: (
+            all(a is None for a in kafka_answers(broker, gone).values())
+            and not gone & kafka_listed_groups(broker)
+            and unsubscribed not in present(kafka_answers(broker, [scene.live])[scene.live]).rows
+        ),
+        "Kafka expiring the offsets of the groups without members, and the groups",
         EXPIRY_TIMEOUT_S,
         interval_s=1.0,
         describe=lambda: kafka_answers(broker, scene.expiring),
@@ -224,8 +247,10 @@ def test_expired_offsets_disappear(scene: Scene, exporter: ExporterService) -> N
     groups = [*scene.expiring, scene.live]
     compared = settled(exporter, broker, groups)
     assert_equal_to_kafka(compared)
-    assert len(present(compared.kafka[scene.live]).rows) == PARTITIONS
-    gone = set(scene.expiring)
+    kept = present(compared.kafka[scene.live]).rows
+    assert set(kept) == {(scene.topic, p) for p in range(PARTITIONS)}
+    for name, labels in scrape(exporter).samples:
+        assert dict(labels).get("topic") != scene.unsubscribed, (name, labels)
     assert not gone & kafka_listed_groups(broker)
     assert not gone & listed_by_exporter(exporter)
     for name, labels in scrape(exporter).samples:
