@@ -2,11 +2,11 @@
 
 Every record in `__consumer_offsets` here was written by Kafka's group coordinator for real
 clients: consumers in classic (eager and cooperative) and KIP-848 groups, simple commits,
-transactional commits (`send_offsets_to_transaction`), and Kafka's own
-`kafka-consumer-groups.sh --delete` / `--delete-offsets`. One exporter reads the broker's
-whole `__consumer_offsets` for the module (other tests' groups are there too); each test
-compares its own groups: the exporter's JSON API and /metrics must say what Kafka's Admin API
-says on the same broker (see tests/exporter/real_broker_helpers.py).
+transactional commits (`send_offsets_to_transaction`), Kafka's own
+`kafka-consumer-groups.sh --delete` / `--delete-offsets`, and a topic's deletion. One
+exporter reads the broker's whole `__consumer_offsets` for the module (other tests' groups
+are there too); each test compares its own groups: the exporter's JSON API and /metrics must
+say what Kafka's Admin API says on the same broker (see tests/exporter/real_broker_helpers.py).
 """
 
 from __future__ import annotations
