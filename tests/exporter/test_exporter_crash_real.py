@@ -1,0 +1,362 @@
+"""The exporter itself SIGKILLed and restarted from its checkpoint, on the real broker.
+
+`offsetwatch export` runs as a child process (so the kill is real) with a publish topic, an
+archive and a checkpoint every second, while a client commits all along. It is frozen
+(SIGSTOP) until the frozen state shows records published AND archived after the last
+checkpoint, then SIGKILLed there: without exactly-once restarts those records would be
+written twice. Restarted from the same checkpoint, it catches up and is stopped (SIGTERM).
+Then the API equals Kafka's OffsetFetch, the republished topic and the archive each hold every
+`__consumer_offsets` position before the final checkpoint exactly once, and /readyz and
+`offsetwatch_source_up` said the truth throughout (the broker never went away: source up in
+every answer; the first "ready" after the restart already serves what was committed before it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.checkpoint import load_checkpoint
+from offsetwatch.exporter.publisher import HEADER_SOURCE_OFFSET, HEADER_SOURCE_PARTITION
+from tests.exporter.daemon_helpers import group_path, http_get, wait_for
+from tests.exporter.test_broker_faults_real import positions_of
+from tests.real_broker import Broker, unique
+
+pytestmark = pytest.mark.broker
+
+OFFSETWATCH = str(Path(sys.executable).parent / "offsetwatch")
+#: the shared broker's __consumer_offsets (../shared/kafka/broker's default)
+OFFSETS_PARTITIONS = 50
+DATA_PARTITIONS = 8
+OUTPUT_PARTITIONS = 3
+_SERVING = re.compile(rb"serving metrics and API on (http://\S+)")
+
+Position = tuple[int, int]
+
+
+class Committer:
+    """A client committing growing offsets of every partition of `topic` in a loop: each
+    commit writes DATA_PARTITIONS records, so a second of commits fills more than the
+    archive's write buffer (records after a checkpoint reach the files before the kill)."""
+
+    def __init__(self, broker: Broker, topic: str, group: str) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+        self._topic = topic
+        self.commits = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        offset = 0
+        while not self._stop.is_set():
+            offset += 1
+            try:
+                self._consumer.commit(
+                    offsets=[
+                        TopicPartition(self._topic, p, offset) for p in range(DATA_PARTITIONS)
+                    ],
+                    asynchronous=False,
+                )
+                self.commits += 1
+            except KafkaException:
+                time.sleep(0.2)  # coordinator loading: try again
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self._consumer.close()
+
+
+@dataclass(slots=True)
+class ExporterProcess:
+    """`offsetwatch export` as a child; its URL is read from its log (it picks a free port)."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log: IO[bytes]
+    url: str = ""
+
+    @classmethod
+    def start(cls, argv: list[str], log_path: Path) -> ExporterProcess:
+        # the test run's own OFFSETWATCH_* variables are not settings of this exporter
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OFFSETWATCH_")}
+        log = log_path.open("ab")
+        proc = subprocess.Popen(
+            [OFFSETWATCH, "export", *argv], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        child = cls(proc, log_path, log)
+        wait_for(child._serving, "offsetwatch export serving HTTP", describe=child.tail)
+        return child
+
+    def _serving(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"offsetwatch export exited {self.proc.returncode}")
+        found = _SERVING.findall(self.log_path.read_bytes())
+        if found:
+            self.url = found[-1].decode()
+        return bool(found)
+
+    def tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def get(self, path: str) -> Any:
+        return http_get(self.url, path, timeout_s=5)
+
+    def end(self, sig: int) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(120)
+        self.log.close()
+        return code
+
+
+def api_offsets(exporter: ExporterProcess, group: str) -> dict[tuple[str, int], int] | None:
+    answer = exporter.get(group_path(group))
+    if answer.status != 200:
+        return None
+    return {(r["topic"], r["partition"]): r["committed"] for r in answer.json()["partitions"]}
+
+
+def source_up_metric(exporter: ExporterProcess) -> float | None:
+    answer = exporter.get("/metrics")
+    for family in text_string_to_metric_families(answer.body.decode()):
+        for sample in family.samples:
+            if sample.name == "offsetwatch_source_up":
+                return float(sample.value)
+    return None
+
+
+@dataclass(slots=True)
+class Watcher:
+    """Samples /readyz and offsetwatch_source_up of whichever exporter runs, until stopped."""
+
+    current: ExporterProcess | None = None
+    #: (which exporter, /readyz status, its source_up, offsetwatch_source_up)
+    seen: list[tuple[int, int, bool, float | None]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            exporter = self.current
+            if exporter is not None:
+                try:
+                    body = exporter.get("/readyz")
+                    self.seen.append(
+                        (
+                            exporter.proc.pid,
+                            body.status,
+                            bool(body.json()["source_up"]),
+                            source_up_metric(exporter),
+                        )
+                    )
+                except Exception:  # the exporter is down (killed) or slow: nothing to judge
+                    pass
+            time.sleep(0.3)
+
+
+def output_records(broker: Broker, topic: str) -> list[tuple[Position, Position]]:
+    """Every republished record of offsets-topic origin: (position in its value, position in
+    its headers)."""
+    consumer = broker.consumer(
+        unique("reader"), **{"enable.partition.eof": True, "isolation.level": "read_committed"}
+    )
+    out: list[tuple[Position, Position]] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(OUTPUT_PARTITIONS)])
+        ended: set[int] = set()
+        while len(ended) < OUTPUT_PARTITIONS:
+            message = consumer.poll(15)
+            assert message is not None, f"{topic}: no end within 15 s"
+            if message.error() is not None:
+                ended.add(int(message.partition() or 0))
+                continue
+            value = json.loads(message.value() or b"{}")
+            if value.get("type") == "log_end":
+                continue
+            headers = dict(message.headers() or ())
+            out.append(
+                (
+                    (value["partition"], value["offset"]),
+                    (
+                        int(headers[HEADER_SOURCE_PARTITION] or b""),
+                        int(headers[HEADER_SOURCE_OFFSET] or b""),
+                    ),
+                )
+            )
+        return out
+    finally:
+        consumer.close()
+
+
+def archived(directory: Path, *, in_progress: bool = False) -> list[Position]:
+    """Positions in the archive files; with `in_progress`, also in the hidden files a running
+    (or frozen) exporter is writing, whose last line may be torn."""
+    out = []
+    for file in sorted(directory.rglob("*")):
+        hidden = file.name.startswith(".")
+        if not file.is_file() or (hidden and not in_progress):
+            continue
+        for line in file.read_bytes().split(b"\n"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of an in-progress file
+            if value.get("type") != "log_end":
+                out.append((value["partition"], value["offset"]))
+    return out
+
+
+def after(positions: list[Position], checkpoint: dict[int, int]) -> list[Position]:
+    return [(p, o) for p, o in positions if o >= checkpoint.get(p, 0)]
+
+
+def kill_after_unsaved_writes(
+    exporter: ExporterProcess, broker: Broker, output: str, archive: Path, checkpoint: Path
+) -> tuple[dict[int, int], int, int]:
+    """Freeze the exporter until its frozen state holds records published and archived after
+    its last checkpoint, then SIGKILL it; (checkpoint positions, published, archived after)."""
+    for _ in range(30):
+        time.sleep(0.5)
+        exporter.proc.send_signal(signal.SIGSTOP)
+        positions = load_checkpoint(checkpoint).positions
+        published = after([header for _value, header in output_records(broker, output)], positions)
+        archived_after = after(archived(archive, in_progress=True), positions)
+        if published and archived_after:
+            exporter.proc.send_signal(signal.SIGKILL)
+            exporter.proc.wait(60)
+            exporter.log.close()
+            return positions, len(published), len(archived_after)
+        exporter.proc.send_signal(signal.SIGCONT)
+    raise AssertionError("never found records published and archived after a checkpoint")
+
+
+@pytest.fixture
+def committer_and_names(kafka_broker: Broker) -> Iterator[tuple[Committer, str, str]]:
+    topic, group, output = unique("crash-orders"), unique("crash-busy"), unique("crash-out")
+    kafka_broker.create_topic(topic, DATA_PARTITIONS)
+    kafka_broker.create_topic(output, OUTPUT_PARTITIONS)
+    committer = Committer(kafka_broker, topic, group)
+    try:
+        yield committer, group, output
+    finally:
+        committer.stop()
+
+
+def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
+    kafka_broker: Broker, tmp_path: Path, committer_and_names: tuple[Committer, str, str]
+) -> None:
+    committer, group, output = committer_and_names
+    archive, checkpoint = tmp_path / "archive", tmp_path / "state" / "offsetwatch.ckpt"
+    argv = [
+        "--bootstrap-server",
+        kafka_broker.bootstrap,
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        "0",
+        "--publish-topic",
+        output,
+        "--archive-dir",
+        str(archive),
+        "--checkpoint-path",
+        str(checkpoint),
+        "--checkpoint-interval-s",
+        "1",
+        "--snapshot-interval-s",
+        "0.5",
+        "--sample-interval-s",
+        "1",
+    ]
+    watcher = Watcher()
+    watching = threading.Thread(target=watcher.run, daemon=True)
+    watching.start()
+    first = ExporterProcess.start(argv, tmp_path / "first.log")
+    watcher.current = first
+    wait_for(
+        lambda: first.get("/readyz").status == 200 and checkpoint.exists(),
+        "the first exporter ready with a checkpoint",
+        describe=first.tail,
+    )
+    saved, published_after, archived_after = kill_after_unsaved_writes(
+        first, kafka_broker, output, archive, checkpoint
+    )
+    watcher.current = None
+    # what Kafka had before the restart: the restarted exporter's first "ready" must not be
+    # older (its checkpoint is)
+    before = kafka_broker.committed(group)
+
+    second = ExporterProcess.start(argv, tmp_path / "second.log")
+    watcher.current = second
+    wait_for(lambda: second.get("/readyz").status == 200, "ready again", describe=second.tail)
+    first_ready = api_offsets(second, group)
+    assert first_ready is not None
+    assert all(first_ready.get(key, -1) >= offset for key, offset in before.items()), (
+        "ready after the restart but serving offsets older than Kafka's before it",
+        before,
+        first_ready,
+    )
+    commits = committer.commits
+    wait_for(lambda: committer.commits > commits + 5, "commits go on after the restart")
+    committer.stop()
+    wait_for(
+        lambda: api_offsets(second, group) == kafka_broker.committed(group),
+        "the API equal to OffsetFetch after the restart",
+        describe=second.tail,
+    )
+    watcher.done.set()
+    watching.join(10)
+    assert second.end(signal.SIGTERM) == 0, second.tail()
+    log = second.log_path.read_text(errors="replace")
+    assert "already published" in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+
+    # the broker never went away: once an exporter reached it, every answer said source up;
+    # before that (its first fetch) it was not ready; the last answer said ready
+    for pid in (first.proc.pid, second.proc.pid):
+        answers = [(status, up, metric) for run, status, up, metric in watcher.seen if run == pid]
+        reached = next(i for i, (_s, up, _m) in enumerate(answers) if up)
+        assert all(status == 503 for status, _up, _m in answers[:reached]), answers
+        assert all(up and metric == 1 for _s, up, metric in answers[reached:]), answers
+    assert watcher.seen[-1][1] == 200
+
+    # exactly once, by __consumer_offsets position, up to the final checkpoint
+    final = load_checkpoint(checkpoint).positions
+    assert all(final.get(p, 0) >= o for p, o in saved.items())
+    expected = {
+        (r["partition"], r["offset"])
+        for r in positions_of(kafka_broker, OFFSETS_TOPIC, OFFSETS_PARTITIONS)
+        if r["offset"] < final.get(r["partition"], 0)
+    }
+    records = output_records(kafka_broker, output)
+    assert all(value == header for value, header in records), "headers name another record"
+    republished = [value for value, _header in records]
+    assert len(republished) == len(set(republished)), "a record republished twice"
+    assert set(republished) == expected
+    in_archive = archived(archive)
+    assert len(in_archive) == len(set(in_archive)), "a record archived twice"
+    assert set(in_archive) == expected
+    # the kill came after unsaved writes to both sinks (else nothing was proved)
+    assert published_after > 0 and archived_after > 0
