@@ -4,7 +4,7 @@ Pure: fed decoded `ShareStateRecord`s in topic order, no I/O. Per (group, topic 
 it keeps what the share coordinator keeps: the start offset, the epochs and the in-flight
 batches (offset ranges with a delivery state and count) past the start offset. A ShareSnapshot
 replaces the state; a ShareUpdate is combined with it exactly as the coordinator does
-(`ShareCoordinatorShard.merge` + `PersisterStateBatchCombiner`, exporter/share_combiner.py):
+(`ShareCoordinatorShard.merge` + `PersisterStateBatchCombiner`, decoder/share_combine.py):
 a start offset or leader epoch of -1 means "unchanged", batches before the new start offset
 are pruned and overlapping batches are resolved by delivery count, then state.
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from offsetwatch.decoder.records import ShareStateRecord
+from offsetwatch.decoder.share_combine import Batch, combine, prune
 from offsetwatch.decoder.share_state import share_partition_state
-from offsetwatch.exporter.share_combiner import Batch, combine, prune
 from offsetwatch.exporter.state import NEVER, RollFrom, WindowClock
 
 AVAILABLE: Final = 0

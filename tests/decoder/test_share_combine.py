@@ -4,7 +4,7 @@ Checked three ways: the real Kafka 4.0 capture (tests/data/share_state) replayed
 record against state hand-computed from Kafka's own dump-log text; synthetic records written
 by the decoder's encoder (byte-exact round trip) through the canonical dict and the typed view
 alike; and the combiner against a per-offset model (every offset takes the batch with the
-highest delivery count, then state) and against the exporter's copy it was taken from.
+highest delivery count, then state), which the exporter's store uses too.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from offsetwatch.decoder.records import (
 )
 from offsetwatch.decoder.segments import SegmentReader
 from offsetwatch.decoder.share_state import ShareStateCodec, canonical, share_partition_state
-from offsetwatch.exporter import share_combiner as exporter_combiner
 from offsetwatch.spark_jobs.lake_share_state import share_rows, topic_names_of
 
 CAPTURE = Path(__file__).resolve().parent.parent / "data" / "share_state"
@@ -216,7 +215,7 @@ def test_topic_names_from_partition_metadata_text() -> None:
     assert topic_names_of([as_text, as_objects, None]) == {"id1": "orders", "id2": "audit"}
 
 
-# -- the combiner against a model and against the exporter's copy -----------------------------
+# -- the combiner against a model --------------------------------------------------------------
 
 _batch = st.tuples(
     st.integers(0, 30), st.integers(0, 6), st.integers(1, 4), st.sampled_from([0, 2, 4])
@@ -238,11 +237,10 @@ def _per_offset(batches: list[sc.Batch], start: int) -> dict[int, tuple[int, int
     st.lists(_batch, max_size=6),
     st.integers(-1, 20),
 )
-def test_combine_is_the_per_offset_winner_and_the_exporters(
+def test_combine_is_the_per_offset_winner(
     old: list[sc.Batch], new: list[sc.Batch], start: int
 ) -> None:
     combined = sc.combine(old, new, start)
-    assert combined == exporter_combiner.combine(old, new, start)
     assert combined == sorted(combined)
     covered = [o for b in combined for o in range(b[0], b[1] + 1)]
     assert len(covered) == len(set(covered)), "batches overlap"

@@ -17,10 +17,10 @@ from offsetwatch.decoder.records import (
     ShareUpdateValue,
     StateBatch,
 )
+from offsetwatch.decoder.share_combine import combine
 from offsetwatch.decoder.share_state import ShareStateCodec
 from offsetwatch.exporter.group_views import GroupView, MemberView
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.share_combiner import combine
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import ShareStatusConfig, share_group
 from offsetwatch.exporter.share_state import ShareStateStore
