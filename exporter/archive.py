@@ -22,8 +22,10 @@ Layout and guarantees are the contract documented in docs/archive-format.md:
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
 record kept) and published under their final names; call `flush(fsync=True)` before saving a
 checkpoint so every record before the checkpointed positions is on disk. Records after the
-checkpoint are written again after a restart, so the archive is at-least-once: readers
-deduplicate on (partition, offset). One writer per directory.
+checkpoint are read again after a restart; the daemon skips those the files already hold
+(exporter/resume_dedup.py reads back the files modified since the checkpoint's time bound), so
+a restart from a checkpoint archives nothing twice; a full rebuild archives everything again:
+readers still deduplicate on (partition, offset). One writer per directory.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ per source partition, the records handed over in source order with the number of
 still in flight; `confirmed_positions()` is the first record still waiting (or, when none
 waits, the last record + 1). Delivery callbacks may arrive in any order; a failed delivery
 pins the watermark below that record for good, so a failure can never be checkpointed past
-(the daemon restarts from its last checkpoint and republishes: at-least-once).
+(the daemon restarts from its last checkpoint and republishes what the output topic does not
+hold yet: every output record carries its source position in headers, which a restart reads
+back, exporter/resume_dedup.py).
 """
 
 from __future__ import annotations
