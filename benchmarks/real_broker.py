@@ -675,6 +675,21 @@ _CATEGORIES = (
 )
 
 
+#: py-spy (--native above all) counts some blocked threads as active: a stack ending in one
+#: of these is a wait (the sampler's and HTTP threads' condition waits, select), not CPU
+_WAITS = (
+    "pthread_cond_",
+    "PyThread_acquire_lock",
+    "lock_PyThread_acquire_lock",
+    "Condition.wait",
+    "_PollLikeSelector.select",
+    "cnd_timedwait",
+    "epoll_wait",
+    "__GI___poll",
+)
+_WAITING = "waiting (blocked threads py-spy counted as active)"
+
+
 def _source_line(frame: str) -> str:
     """The source text of a py-spy frame `function (path:line)`."""
     location = frame.rsplit(" (", 1)[-1].rstrip(")")
@@ -689,6 +704,8 @@ def categorize(frames: Sequence[str]) -> str:
     """The cost category of one folded stack (root first; py-spy --threads puts the thread
     first). Decided by the innermost frame of our code that says what the work is for."""
     thread, names = frames[0], [frame.split(" (", 1)[0] for frame in frames[1:]]
+    if any(n.startswith(_WAITS) for n in names[-4:]):
+        return _WAITING
     if "log-end-sampler" in thread or "LogEndSampler._run" in names:
         return _CATEGORIES[9]
     if "offsetwatch-http" in thread:
@@ -734,7 +751,7 @@ def categorize(frames: Sequence[str]) -> str:
 
 def summarize_profile(path: Path) -> dict[str, int]:
     """Samples per category of a py-spy `--format raw --threads` file."""
-    found = dict.fromkeys(_CATEGORIES, 0)
+    found = dict.fromkeys((*_CATEGORIES, _WAITING), 0)
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if stack:
@@ -746,11 +763,12 @@ def print_profile(path: Path, cpu_s: float) -> None:
     """Shares of the samples, without the HTTP threads: they serve the benchmark's /readyz
     polls, and py-spy counts their wake-ups from Condition.wait as runnable under load."""
     found = summarize_profile(path)
-    http = found.pop(_CATEGORIES[10])
+    http, waits = found.pop(_CATEGORIES[10]), found.pop(_WAITING)
     total = sum(found.values())
     print(
         f"profile breakdown: {total:,} samples of the Python threads (on CPU or runnable; "
-        f"{http:,} more in the HTTP threads left out), cpu-s = share x {cpu_s:.1f} s:"
+        f"left out: {http:,} in the HTTP threads, {waits:,} more of blocked threads), "
+        f"cpu-s = share x {cpu_s:.1f} s:"
     )
     for name, count in sorted(found.items(), key=lambda item: -item[1]):
         share = count / total if total else 0.0
@@ -880,11 +898,17 @@ def bench_reset(broker: Broker, args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def own_broker(root: Path) -> Iterator[Broker]:
-    # a larger heap than the default 768m: 10,000+ partitions and 1.5M commits of state
-    os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx1g -Xms512m")
     started = time.perf_counter()
     try:  # also an interrupted start-up stops the broker (start_broker waits for it)
-        broker = start_broker(root / "broker")
+        # a larger heap than the default 768m (10,000+ partitions, 1.5M commits of state), for
+        # the broker only: Kafka's tools, measured beside offsetwatch, keep their own default
+        previous = os.environ.get("KAFKA_HEAP_OPTS")
+        os.environ["KAFKA_HEAP_OPTS"] = previous or "-Xmx1g -Xms512m"
+        try:
+            broker = start_broker(root / "broker")
+        finally:
+            if previous is None:
+                del os.environ["KAFKA_HEAP_OPTS"]
         retry(lambda: broker.admin().list_topics(timeout=10))
         print(f"broker {broker.bootstrap} up in {time.perf_counter() - started:.1f} s", flush=True)
         yield broker
