@@ -507,6 +507,12 @@ def _kafka_text(error: BaseException) -> str:
     return str(text()) if callable(text) else str(error)
 
 
+#: how often `decode --follow` asks which cluster answers, and how long it waits for that
+#: answer (a cluster wiped and replaced behind the same address tells only by its id)
+CLUSTER_CHECK_S: Final = 5.0
+CLUSTER_ASK_S: Final = 2.0
+
+
 class TopicSource(Source):
     """Records of the live topic through librdkafka (confluent-kafka), partitions assigned
     directly (no group membership, nothing committed).
@@ -541,12 +547,22 @@ class TopicSource(Source):
         self._assignment: list[Any] = []
         #: partition -> high watermark at start, for the partitions still to read
         self._remaining: dict[int, int] = {}
+        #: Kafka's id of the cluster read (metadata): --follow compares it with every later
+        #: answer, since a cluster wiped and replaced behind the same address keeps the address
+        self._cluster_id: str | None = None
+        #: a client error (a lost connection) since the cluster id was last confirmed: what
+        #: arrives next may come from another cluster, read at this one's positions
+        self._suspect = False
+        #: the cluster changed and its topic is not assigned yet (it may not exist yet)
+        self._moved = False
+        self._next_check = 0.0
 
     @property
     def _bootstrap(self) -> str:
         return str(self._config.get("bootstrap.servers", "?"))
 
     def _on_error(self, error: Any) -> None:
+        self._suspect = True
         text = self._redact(str(error.str() if hasattr(error, "str") else error))
         if text not in self._client_errors:
             self._client_errors.append(text)
@@ -556,7 +572,7 @@ class TopicSource(Source):
 
     def open(self) -> None:
         """Connect, find the partitions and where to start; UsageError when that fails."""
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka import Consumer, KafkaException
 
         config = dict(self._config)
         config["error_cb"] = self._on_error
@@ -578,13 +594,22 @@ class TopicSource(Source):
                 f"{self._timeout:g}s: {reason}; check --bootstrap-server and the -X security "
                 "settings (security.protocol, sasl.*, ssl.*)"
             ) from None
+        self._cluster_id = metadata.cluster_id or None
         info = metadata.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
             reason = "" if info is None or info.error is None else f": {info.error.str()}"
             raise UsageError(
                 f"topic {topic} is not available on {self._bootstrap}{reason}; check --topic"
             )
-        available = sorted(info.partitions)
+        self._suspect = False
+        self._assignment = self._plan(sorted(info.partitions), self._start)
+        consumer.assign(self._assignment)
+
+    def _plan(self, available: list[int], start: StartPosition) -> list[Any]:
+        """Where to read each partition from; UsageError when the cluster cannot say."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        consumer, topic = self._consumer, self._topic
         if self._wanted is not None:
             missing = sorted(self._wanted - set(available))
             if missing:
@@ -602,7 +627,7 @@ class TopicSource(Source):
                 )
                 for p in partitions
             }
-            starts = self._start_offsets(partitions, watermarks)
+            starts = self._start_offsets(partitions, watermarks, start)
         except KafkaException as error:
             raise UsageError(
                 f"cannot list the offsets of {topic} on {self._bootstrap}: "
@@ -614,21 +639,20 @@ class TopicSource(Source):
             high = watermarks[p][1]
             if starts[p] < high:
                 self._remaining[p] = high
-        self._assignment = [TopicPartition(topic, p, starts[p]) for p in partitions]
-        consumer.assign(self._assignment)
+        return [TopicPartition(topic, p, starts[p]) for p in partitions]
 
     def _start_offsets(
-        self, partitions: list[int], watermarks: dict[int, tuple[int, int]]
+        self, partitions: list[int], watermarks: dict[int, tuple[int, int]], start: StartPosition
     ) -> dict[int, int]:
         from confluent_kafka import TopicPartition
 
-        kind = self._start.kind
+        kind = start.kind
         if kind == "beginning":
             return {p: watermarks[p][0] for p in partitions}
         if kind == "end":
             return {p: watermarks[p][1] for p in partitions}
         found = self._consumer.offsets_for_times(
-            [TopicPartition(self._topic, p, self._start.timestamp) for p in partitions],
+            [TopicPartition(self._topic, p, start.timestamp) for p in partitions],
             timeout=self._timeout,
         )
         starts = {}
@@ -660,6 +684,10 @@ class TopicSource(Source):
             messages = consume(num_messages=chunk_size, timeout=0.5)
             items: list[Item] = []
             append = items.append
+            if follow and (
+                self._moved or (self._suspect and messages) or time.monotonic() >= self._next_check
+            ):
+                messages = self._same_cluster(messages, items)
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -708,6 +736,67 @@ class TopicSource(Source):
                 remaining.clear()
             if items:
                 yield Chunk(items, 0, label)
+
+    def _same_cluster(self, messages: list[Any], items: list[Item]) -> list[Any]:
+        """--follow: `messages` if the cluster read so far answers, else none (notices go to
+        `items`). A cluster wiped and replaced behind the same address would otherwise be read
+        at the dead one's positions: nothing while its log is shorter, the wrong records once
+        it is longer."""
+        from confluent_kafka import KafkaException
+
+        self._next_check = time.monotonic() + (1.0 if self._moved else CLUSTER_CHECK_S)
+        try:
+            metadata = self._consumer.list_topics(
+                self._topic, timeout=min(self._timeout, CLUSTER_ASK_S)
+            )
+        except KafkaException:
+            # no answer now: records that came after a lost connection are not vouched for;
+            # read them again once the cluster is known
+            if self._suspect:
+                self._rewind(messages)
+                return []
+            return messages
+        cluster_id = metadata.cluster_id or None
+        if cluster_id is None or cluster_id == self._cluster_id:
+            self._suspect = False
+            if not self._moved:
+                return messages
+        else:
+            previous, self._cluster_id = self._cluster_id, cluster_id
+            self._suspect, self._moved = False, True
+            self._consumer.assign([])  # stop reading the new log at the old positions
+            start = self._start if self._start.kind == "time" else StartPosition("beginning")
+            where = "its beginning" if start.kind == "beginning" else "--from's time"
+            items.append(
+                Notice(
+                    f"the cluster behind {self._bootstrap} changed: cluster {previous} was "
+                    f"replaced by cluster {cluster_id}; reading {self._topic} of the new cluster "
+                    f"from {where}"
+                )
+            )
+        info = metadata.topics.get(self._topic)
+        if info is None or info.error is not None or not info.partitions:
+            return []  # not created on the new cluster yet: asked again in a second
+        start = self._start if self._start.kind == "time" else StartPosition("beginning")
+        try:
+            self._assignment = self._plan(sorted(info.partitions), start)
+        except UsageError as error:
+            items.append(Notice(f"{error} (trying again)"))
+            return []
+        self._consumer.assign(self._assignment)
+        self._moved = False
+        return []
+
+    def _rewind(self, messages: list[Any]) -> None:
+        """Seek back to the first of `messages` in each partition (fetched again later)."""
+        from confluent_kafka import TopicPartition
+
+        first: dict[int, int] = {}
+        for message in messages:
+            if message.error() is None:
+                first.setdefault(message.partition(), message.offset())
+        for partition, offset in first.items():
+            self._consumer.seek(TopicPartition(self._topic, partition, offset))
 
     def close(self) -> None:
         if self._consumer is not None:
