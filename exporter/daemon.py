@@ -56,6 +56,7 @@ from offsetwatch.exporter.resume_dedup import SinceMarks, SkipSet, scan_archive,
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
+from offsetwatch.exporter.share_topics import ShareTopicNames
 from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
@@ -124,6 +125,8 @@ class Exporter:
     share_store: ShareStateStore = field(default_factory=ShareStateStore)
     share_ingestor: ShareIngestor = field(init=False)
     share_source: OffsetsTopicSource | None = None
+    #: names of the topic ids share partitions are keyed by (group records, topic metadata)
+    share_names: ShareTopicNames = field(default_factory=ShareTopicNames)
     _share_positions: dict[int, int] | None = None
     publisher: RecordPublisher | None = None
     archive: Any = None
@@ -562,17 +565,27 @@ class Exporter:
             self.share_ingestor.ingest(batch.messages)
 
     def _share_tracked(self) -> set[tuple[str, int]]:
-        """The data partitions of share partitions whose topic name is known (sampled)."""
-        tracked: set[tuple[str, int]] = set()
-        names: dict[str, dict[str, str]] = {}
-        for group_id, topic_id, partition in self.share_store.partitions:
-            known = names.get(group_id)
-            if known is None:
+        """The data partitions of share partitions whose topic name is known (sampled).
+
+        Names are learned from the groups' records while they name their topics (Kafka 4.0
+        empties them when the last member leaves) and from the sampler's metadata lookup of
+        the ids still unknown, published here for its next round."""
+        names = self.share_names
+        names.take_offered()
+        learned: set[str] = set()
+        for group_id, _topic_id, _partition in self.share_store.partitions:
+            if group_id not in learned:
+                learned.add(group_id)
                 group = self.state.groups.get(group_id)
-                known = names[group_id] = {} if group is None else topic_names(group)
+                if group is not None:
+                    names.learn(topic_names(group))
+        known = names.names
+        tracked: set[tuple[str, int]] = set()
+        for _group_id, topic_id, partition in self.share_store.partitions:
             name = known.get(topic_id)
             if name is not None:
                 tracked.add((name, partition))
+        names.publish_unknown(t for _g, t, _p in self.share_store.partitions)
         return tracked
 
     def _on_share_quarantined(self, item: Quarantined) -> None:
@@ -698,6 +711,7 @@ class Exporter:
             self.stats.ready,
             share=self.share_store,
             share_errors={"undecodable": undecodable},
+            topic_names=self.share_names.names,
         )
         self.snapshot = snapshot
         self.stats.snapshot_duration_s = time.perf_counter() - started

@@ -18,6 +18,10 @@ Result per tracked partition in `on_sample(time_ms, offsets)`:
 * absent: not known this round (timeout, leader unavailable...). The previous sample stays
   the best knowledge; `last_round` says how the round went.
 A round in which nothing at all was learned does not call `on_sample`.
+
+With `topic_ids`/`on_topic_names`, each round first looks up the names of the topic ids the
+exporter cannot name (share partitions are keyed by topic id: exporter/share_topics.py), so
+that those blocking Admin calls never run on the main loop either.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from offsetwatch.exporter.kafka_source import redact
+from offsetwatch.exporter.share_topics import TopicIdResolver
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,8 @@ class LogEndSampler:
         read_committed: bool = False,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         admin_factory: Callable[..., Any] = AdminClient,
+        topic_ids: Callable[[], Collection[str]] | None = None,
+        on_topic_names: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -104,6 +111,9 @@ class LogEndSampler:
         self.config_for_logging = redact(merged)
         log.info("log-end sampler config: %s", self.config_for_logging)
         self._admin = admin_factory(merged)
+        self._topic_ids = topic_ids
+        self._on_topic_names = on_topic_names
+        self._resolver = TopicIdResolver(self._admin, request_timeout_s)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -163,6 +173,7 @@ class LogEndSampler:
     def sample_once(self) -> SampleRound:
         """One sampling round on the calling thread (the background thread uses it too)."""
         started = time.monotonic()
+        self._resolve_topic_ids()
         time_ms = self._wall_clock_ms()
         try:
             wanted = sorted(set(self._partitions()))
@@ -211,6 +222,22 @@ class LogEndSampler:
                 self.callback_errors += 1
                 log.exception("on_sample callback failed")
         return self._finish(sample)
+
+    def _resolve_topic_ids(self) -> None:
+        """Names for the topic ids the exporter asks about, handed back before the round's
+        log ends are asked (a name found now is sampled in the next round)."""
+        if self._topic_ids is None or self._on_topic_names is None:
+            return
+        try:
+            unknown = self._topic_ids()
+            if not unknown:
+                return
+            found = self._resolver.resolve(unknown)
+        except KafkaException as exc:
+            log.warning("topic id lookup: %s", _describe(exc))
+            return
+        if found:
+            self._on_topic_names(found)
 
     def _existing_partitions(self, topics: Collection[str]) -> dict[str, set[int]]:
         """Partitions of each topic that exists, from one Metadata request for all topics.
