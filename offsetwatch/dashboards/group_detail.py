@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from offsetwatch.dashboards import common
+from offsetwatch.dashboards import common, share
 from offsetwatch.dashboards.grafana import (
     Column,
     Dashboard,
@@ -244,10 +244,12 @@ def build() -> Dashboard:
         title="offsetwatch / Consumer group detail",
         description=(
             "One consumer group: partitions (committed offset, log end, lag, lag in seconds, "
-            "status), members and assignments, commits and rebalances."
+            "status), members and assignments, commits and rebalances; for a share group "
+            "(queue), its share partitions: backlog, start offset, records by delivery state, "
+            "poison records."
         ),
         variables=common.variables(group_multi=False),
-        rows=(_summary(), _partitions(), _members(), _commits()),
+        rows=(_summary(), _partitions(), share.detail_row(), _members(), _commits()),
         links=common.links(UID),
         annotation_selector='instance=~"$instance",group=~"$group"',
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from offsetwatch.dashboards import common
+from offsetwatch.dashboards import common, share
 from offsetwatch.dashboards.grafana import (
     YES_NO,
     Column,
@@ -318,7 +318,7 @@ def build() -> Dashboard:
             "docs/metrics.md; alert rules: grafana/prometheus/offsetwatch-rules.yml)."
         ),
         variables=common.variables(group_multi=True),
-        rows=(_summary(), _lag(), _commits(), _exporter()),
+        rows=(_summary(), _lag(), share.overview_row(), _commits(), _exporter()),
         links=common.links(UID),
         annotation_selector='instance=~"$instance",group=~"$group|"',
     )
