@@ -444,14 +444,22 @@ class Exporter:
 
     def _before_ingest(self, source: OffsetsTopicSource) -> None:
         # wall time, not clock_ms: the bound is compared with Kafka timestamps and file times
-        self._since.note(self.ingestor.positions, _now_ms())
+        now = _now_ms()
+        if self._since.due(now):
+            self._since.note(self._next_to_read(source), now)
         if self.publisher is not None:
             self.publisher.source_cluster_id = source.cluster_id
+
+    def _next_to_read(self, source: OffsetsTopicSource | None) -> dict[int, int]:
+        # a partition nothing was read from yet (since start or rebuild) starts at 0
+        positions = self.ingestor.positions
+        assigned = set() if source is None else source.assigned_partitions()
+        return {**{p: 0 for p in assigned}, **positions}
 
     def _since_bounds(self, positions: dict[int, int]) -> dict[int, int]:
         """Per checkpointed position, when the sinks could first have taken a record at or
         after it (a mark now covers everything not read yet)."""
-        self._since.note(self.ingestor.positions, _now_ms(), force=True)
+        self._since.note(self._next_to_read(self.source), _now_ms(), force=True)
         return self._since.bounds(positions)
 
     # -- sampler hand-over ------------------------------------------------------------------

@@ -80,9 +80,15 @@ class SinceMarks:
     _floors: dict[int, tuple[int, int]] = field(default_factory=dict)
     _next_ms: int = 0
 
+    def due(self, now_ms: int) -> bool:
+        """Whether `note` would take marks now (a second since the last ones)."""
+        return now_ms >= self._next_ms
+
     def note(self, positions: Mapping[int, int], now_ms: int, force: bool = False) -> None:
         """Call before ingesting: `positions` are the next offsets to read, so every record
-        at or after them reaches the sinks from now on."""
+        at or after them reaches the sinks from now on. Name every partition read, with 0 for
+        those nothing was read from yet (else a partition's first records get the bound of
+        the start, and a restart reads the output back from then)."""
         if not force and now_ms < self._next_ms:
             return
         self._next_ms = now_ms + MARK_INTERVAL_MS
@@ -91,7 +97,9 @@ class SinceMarks:
             if marks is None:
                 marks = self._marks[partition] = deque()
             elif marks[-1][0] == position:
-                continue  # nothing read since: the older mark is the tighter bound
+                # nothing read since: the newer time is the tighter (still true) bound
+                marks[-1] = (position, now_ms)
+                continue
             marks.append((position, now_ms))
             if len(marks) > MAX_MARKS:
                 marks.popleft()

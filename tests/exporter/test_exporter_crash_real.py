@@ -337,10 +337,10 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     # before that (its first fetch) it was not ready; the last answer said ready
     for pid in (first.proc.pid, second.proc.pid):
         answers = [(status, up, metric) for run, status, up, metric in watcher.seen if run == pid]
-        reached = next(i for i, (_s, up, _m) in enumerate(answers) if up)
+        reached = next((i for i, (_s, up, _m) in enumerate(answers) if up), len(answers))
         assert all(status == 503 for status, _up, _m in answers[:reached]), answers
         assert all(up and metric == 1 for _s, up, metric in answers[reached:]), answers
-    assert watcher.seen[-1][1] == 200
+    assert watcher.seen[-1][0] == second.proc.pid and watcher.seen[-1][1] == 200
 
     # exactly once, by __consumer_offsets position, up to the final checkpoint
     final = load_checkpoint(checkpoint).positions

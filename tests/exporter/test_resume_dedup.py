@@ -56,18 +56,28 @@ def commit(partition: int, offset: int, timestamp: int = 1_767_225_000_000) -> R
 def test_the_bound_is_the_newest_mark_at_or_below_the_position() -> None:
     marks = SinceMarks(start_ms=100)
     marks.note({0: 10, 1: 5}, 1_000)
-    marks.note({0: 20, 1: 5}, 2_000)  # partition 1 read nothing: its older mark stays
+    marks.note({0: 20, 1: 5}, 2_000)  # partition 1 read nothing: still true, and later
     marks.note({0: 30, 1: 9}, 3_000)
-    assert marks.bounds({0: 25, 1: 5, 2: 0}) == {0: 2_000, 1: 1_000, 2: 100}
+    assert marks.bounds({0: 25, 1: 5, 2: 0}) == {0: 2_000, 1: 2_000, 2: 100}
     # below every mark: nothing reached the sinks before the start
     assert SinceMarks(start_ms=100).bounds({0: 7}) == {0: 100}
     # the next checkpoint (positions move forward) still finds what it needs after pruning
     assert marks.bounds({0: 30, 1: 9}) == {0: 3_000, 1: 3_000}
 
 
+def test_an_idle_partition_first_read_late_gets_a_recent_bound() -> None:
+    # the daemon names partitions nothing was read from yet with position 0
+    marks = SinceMarks(start_ms=0)
+    for second in range(1, 6):
+        marks.note({0: 0, 1: 10 * second}, 1_000 * second)
+    assert marks.bounds({0: 7, 1: 30}) == {0: 5_000, 1: 3_000}
+
+
 def test_marks_are_taken_once_a_second_unless_forced() -> None:
     marks = SinceMarks(start_ms=0)
+    assert marks.due(0)
     marks.note({0: 10}, 1_000)
+    assert not marks.due(1_999) and marks.due(2_000)
     marks.note({0: 20}, 1_500)  # within the interval: ignored
     assert marks.bounds({0: 20}) == {0: 1_000}
     marks.note({0: 20}, 1_600, force=True)
