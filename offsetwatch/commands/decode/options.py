@@ -276,7 +276,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--follow",
         action="store_true",
         help="keep reading new records until interrupted (default: stop at the high "
-        "watermarks seen at start)",
+        "watermarks seen at start); a new cluster behind the same address (another cluster "
+        "id) is said on stderr and its topic read from its beginning (or --from's time)",
     )
     live.add_argument(
         "--isolation",
