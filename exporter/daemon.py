@@ -159,6 +159,8 @@ class Exporter:
     #: took records after each position, and what they already hold after the checkpoint
     _since: SinceMarks = field(default_factory=SinceMarks)
     _resume_since: dict[int, int] | None = None
+    #: (restored positions, cluster id) until the first step reads back what was written
+    _resume_pending: tuple[dict[int, int] | None, str | None] | None = None
     _published_skip: SkipSet = field(default_factory=SkipSet)
     _archived_skip: SkipSet = field(default_factory=SkipSet)
 
@@ -247,7 +249,8 @@ class Exporter:
                 self._archive,
                 f"free space in {self.config.archive_dir} or check its permissions",
             )
-        self._skip_written(positions, cluster_id)
+        # read back in the first step, not here: HTTP answers (not ready) meanwhile
+        self._resume_pending = (positions, cluster_id)
         self.stats.sinks = [guard.health for guard in self.guards]
         if self.config.checkpoint_path is not None:
             self.stats.sinks.append(self.checkpoint_health)
@@ -498,6 +501,9 @@ class Exporter:
         """One iteration of the main loop; returns the number of messages ingested."""
         source = self.source
         assert source is not None
+        if self._resume_pending is not None:
+            pending, self._resume_pending = self._resume_pending, None
+            self._skip_written(*pending)  # before any record is read again
         batch = source.poll_batch(max_messages, timeout_s)
         rebuilt = False
         for event in batch.events:
@@ -712,11 +718,23 @@ class Exporter:
         self.state.roll_windows(now_ms, window_ms)
         self.share_store.roll_windows(now_ms, window_ms)
         undecodable = sum(self.share_ingestor.decode_errors.values())
+        if not self.stats.ready:
+            # catching up: no rows, lag, status nor diagnosis (nothing shows them before
+            # ready); _check_ready asks for the first full build the moment it is ready
+            snapshot = self.builder.catching_up(
+                self.state,
+                now_ms,
+                share=self.share_store,
+                share_errors={"undecodable": undecodable},
+            )
+            self.snapshot = snapshot
+            self.stats.snapshot_time_ms = now_ms
+            return snapshot
         snapshot = self.builder.build(
             self.state,
             self.histories,
             now_ms,
-            self.stats.ready,
+            True,
             share=self.share_store,
             share_errors={"undecodable": undecodable},
             topic_names=self.share_names.names,
