@@ -718,23 +718,11 @@ class Exporter:
         self.state.roll_windows(now_ms, window_ms)
         self.share_store.roll_windows(now_ms, window_ms)
         undecodable = sum(self.share_ingestor.decode_errors.values())
-        if not self.stats.ready:
-            # catching up: no rows, lag, status nor diagnosis (nothing shows them before
-            # ready); _check_ready asks for the first full build the moment it is ready
-            snapshot = self.builder.catching_up(
-                self.state,
-                now_ms,
-                share=self.share_store,
-                share_errors={"undecodable": undecodable},
-            )
-            self.snapshot = snapshot
-            self.stats.snapshot_time_ms = now_ms
-            return snapshot
         snapshot = self.builder.build(
             self.state,
             self.histories,
             now_ms,
-            True,
+            self.stats.ready,
             share=self.share_store,
             share_errors={"undecodable": undecodable},
             topic_names=self.share_names.names,
