@@ -30,8 +30,8 @@ a loss: only positions actually found are skipped.
 from __future__ import annotations
 
 import gzip
-import json
 import logging
+import re
 import time
 import uuid
 from collections import deque
@@ -340,18 +340,32 @@ def archive_files(directory: Path, since_ms: int) -> Iterator[Path]:
             yield path
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
+#: canonical JSON writes the envelope first (decoder/contract.py ENVELOPE): the first
+#: "partition" of a line is the record's own, followed by its "offset" (nested objects come
+#: after them), so a search finds the position without parsing the whole line
+_POSITION: Final = re.compile(rb'"partition":(-?\d+),"offset":(-?\d+)')
+
+
+def _positions(path: Path) -> Iterator[tuple[int, int]]:
+    """(partition, offset) of every record of an archive file (log-end samples included)."""
     name = path.name
     if name.endswith(".avro"):
         from offsetwatch.decoder.avro import AvroCodec
 
-        yield from AvroCodec().read_container(path)
+        for record in AvroCodec().read_container(path):
+            partition, offset = record.get(contract.PARTITION), record.get(contract.OFFSET)
+            if isinstance(partition, int) and isinstance(offset, int):
+                yield partition, offset
         return
     opener = gzip.open if name.endswith(".gz") else open
+    search = _POSITION.search
     with opener(path, "rb") as lines:
         for line in lines:
-            if line.strip():
-                yield json.loads(line)
+            found = search(line)
+            if found is not None:
+                yield int(found[1]), int(found[2])
+            elif line.strip():
+                raise ValueError(f"a line with no position: {line[:80]!r}")
 
 
 def scan_archive(
@@ -363,16 +377,9 @@ def scan_archive(
     found: set[tuple[int, int]] = set()
     for path in archive_files(directory, since_ms):
         try:
-            for record in _records(path):
-                partition = record.get(contract.PARTITION)
-                offset = record.get(contract.OFFSET)
+            for partition, offset in _positions(path):
                 # log-end samples have partition -1: not records of the source
-                if (
-                    isinstance(partition, int)
-                    and isinstance(offset, int)
-                    and partition >= 0
-                    and offset >= positions.get(partition, 0)
-                ):
+                if partition >= 0 and offset >= positions.get(partition, 0):
                     found.add((partition, offset))
         except Exception as error:  # any reader error: archive those records again
             log.warning(
