@@ -1,7 +1,10 @@
 """offsetwatch on a real Apache Kafka 4.0.0 broker: catch-up, steady state, describe, reset.
 
-    .venv/bin/python benchmarks/real_broker.py            # full run (~10 minutes on 2 cores)
+    .venv/bin/python benchmarks/real_broker.py            # full run (~15-20 min, loaded 2 cores)
     .venv/bin/python benchmarks/real_broker.py --quick    # small shapes, one run each
+    .venv/bin/python benchmarks/real_broker.py --parts 1 --runs 0 --steady-s 0 \
+        --profile /tmp/catchup.folded --profile-native    # only a py-spy profile of a catch-up
+    .venv/bin/python benchmarks/real_broker.py --summarize /tmp/catchup.folded
 
 It starts its own broker (`../shared/kafka/broker start` in a temporary directory, free
 ports; stopped at the end, also on Ctrl-C or SIGTERM) and prints:
@@ -21,17 +24,18 @@ ports; stopped at the end, also on Ctrl-C or SIGTERM) and prints:
        log ends of the tracked partitions were sampled (`Exporter._check_ready`, checked once
        per second). "at end" is the first `/readyz` poll (every 0.1 s) whose body says no
        partition is behind. CPU and peak RSS are read from /proc at ready, before SIGTERM.
-   Then a steady state: writer processes commit ~50k commits/s for a while as the exporter
-   follows; the exporter's CPU per record, and its source lag (`offsetwatch_source_lag`
-   summed, scraped every second) during and after the writes.
+   With --profile, one more catch-up under py-spy and its CPU broken down by category
+   (docs/performance.md). Then a steady state: writer processes commit ~50k commits/s for a
+   while as the exporter follows; the exporter's CPU per record, and its source lag (the sum
+   of `offsetwatch_source_lag`, read from /api/v1/health every second) during and after.
 2. `offsetwatch groups describe` of 1,000 groups x 100 partitions beside Kafka's
    `kafka-consumer-groups.sh --describe --group G1 ... --group G1000` (a JVM; its start-up
    is shown by describing one group).
 3. `offsetwatch offsets reset --all-topics --execute` of one group over 10,000 partitions
    (10 topics x 1,000) beside `kafka-consumer-groups.sh --reset-offsets --all-topics
-   --execute` of a second group of the same shape; alternating --to-latest / --to-earliest so
-   every run moves every offset; after each pair the two groups' committed offsets
-   (OffsetFetch) must be equal.
+   --execute` of a second group of the same shape; both groups get non-zero commits again
+   before each run, which alternates --to-latest / --to-earliest; after each pair the two
+   groups' committed offsets (OffsetFetch) must be equal.
 
 Wall-clock figures on a shared 2-core machine are noisy: the load average is printed with
 each part. The writers, the broker and the measured process share those cores.
@@ -69,6 +73,7 @@ from confluent_kafka import (  # noqa: E402
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -150,8 +155,12 @@ def child_write(
         while a new topic reaches the coordinator) come only inside the result: resend."""
         nonlocal written, retried
         future, group, base = pending.popleft()
-        answer = future.result()
-        failed = [tp.error for tp in answer.topic_partitions or () if tp.error is not None]
+        try:
+            answer = future.result()
+        except KafkaException as error:  # e.g. _TIMED_OUT on a broker too busy to answer
+            failed = [error.args[0]]
+        else:
+            failed = [tp.error for tp in answer.topic_partitions or () if tp.error is not None]
         if not failed:
             written += partitions
             return
@@ -366,6 +375,21 @@ def create_topics(broker: Broker, topics: dict[str, int]) -> None:
         futures = admin.create_topics([NewTopic(name, count, 1)], operation_timeout=120)
         for future in futures.values():
             future.result(timeout=300)
+    # CreateTopics answers once the controller committed; the broker's own metadata, which
+    # the group coordinator checks commits against, may follow later
+    deadline = time.perf_counter() + 120
+    while True:
+        known = admin.list_topics(timeout=30).topics
+        if all(
+            name in known
+            and len(known[name].partitions) == count
+            and all(p.error is None and p.leader >= 0 for p in known[name].partitions.values())
+            for name, count in topics.items()
+        ):
+            return
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"topics without leaders 120 s after their creation: {topics}")
+        time.sleep(0.5)
 
 
 def fill_topics(broker: Broker, topics: dict[str, int], per_partition: int) -> None:
