@@ -1,9 +1,4 @@
-"""NOT COLLECTED (no test_ prefix) until the delivery-limit step passes: the backlog, released
-and rejected scenarios pass on the real broker (~37 s with the broker start); the limit step
-saw a record delivered more than LIMIT + 1 times (see the session report). Rename to
-test_share_groups_real_broker.py when it passes.
-
-Share groups (KIP-932) in the exporter, on a real Kafka 4.0 broker with real share consumers.
+"""Share groups (KIP-932) in the exporter, on a real Kafka 4.0 broker with real share consumers.
 
 One broker of the module's own (share groups on, delivery limit 3, lock duration 3 s, short
 heartbeats) and one in-process exporter driven by the test: `Exporter.step()` and the real
@@ -22,13 +17,23 @@ What Kafka 4.0 does that this module depends on (checked with kafka-dump-log):
 * the group's ShareGroupPartitionMetadata record names its topics only while members subscribe
   to them (`topics: []` once the last one left), so an idle queue is named from topic metadata;
 * the Java consumer fetches ahead: records it acquired but never returned are released at
-  close with their delivery count raised, so counts are checked as bounds, states exactly.
+  close with their delivery count raised, so counts are checked as bounds, states exactly;
+* the delivery limit is `group.share.delivery.count.limit` in 4.0 (2-10, default 5; a broker
+  ignores unknown property names), and a record released at a delivery count >= the limit is
+  archived: it is delivered exactly `limit` times;
+* the start offset moves past acknowledged or archived records late (at the next acquisition
+  or acknowledgement), so a step waits for the lag, not for a start offset, where it may lag.
+
+The driver is compiled with javac into the module's tmp dir at test time (skip locally, fail
+under CI=true, without a JDK).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -49,7 +54,7 @@ from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.share_snapshot import ShareStatusConfig
-from tests.real_broker import Broker, kafka_home, own_broker, run_tool, unique
+from tests.real_broker import Broker, kafka_home, own_broker, require_broker, run_tool, unique
 
 pytestmark = pytest.mark.broker
 
@@ -58,7 +63,9 @@ PROPERTIES: Final = (
     "group.share.enable=true",
     "unstable.api.versions.enable=true",
     "group.coordinator.rebalance.protocols=classic,consumer,share",
-    f"group.share.delivery.attempt.limit={LIMIT}",
+    # Kafka 4.0's name (ShareGroupConfig, range 2-10, default 5): a broker ignores unknown
+    # names, and `group.share.delivery.attempt.limit` left the limit at 5
+    f"group.share.delivery.count.limit={LIMIT}",
     "group.share.min.record.lock.duration.ms=1000",
     "group.share.record.lock.duration.ms=3000",
     "group.share.min.heartbeat.interval.ms=1000",
@@ -95,9 +102,40 @@ class Driver:
         return self.call(f"session {group} {topic} {count} {spec}{extra}")
 
 
-def _start_driver(broker: Broker) -> Driver:
+def _classpath() -> str:
+    return str(kafka_home() / "dist" / "libs" / "*")
+
+
+@dataclass(slots=True)
+class Compiling:
+    """javac of ShareDriver.java, run while the broker starts (both take seconds of a core)."""
+
+    into: Path
+    process: subprocess.Popen[str]
+
+    def classes(self) -> Path:
+        _out, err = self.process.communicate(timeout=300)
+        assert self.process.returncode == 0, f"javac {DRIVER.name}: {err}"
+        return self.into
+
+
+def _javac(into: Path) -> Compiling:
+    """ShareDriver.java compiled against the broker's own client jars; skip locally, fail under
+    CI=true, when the JDK's compiler is missing (a JRE runs the broker, not javac)."""
+    require_broker()
+    if shutil.which("javac") is None:
+        reason = "javac is not on PATH: the share-group tests compile their Java driver (JDK 17+)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    command = ["javac", "-proc:none", "-cp", _classpath(), "-d", str(into), str(DRIVER)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return Compiling(into, process)
+
+
+def _start_driver(classes: Path, broker: Broker) -> Driver:
     process = subprocess.Popen(
-        ["java", "-cp", str(kafka_home() / "dist" / "libs" / "*"), str(DRIVER), broker.bootstrap],
+        ["java", "-cp", f"{classes}{os.pathsep}{_classpath()}", "ShareDriver", broker.bootstrap],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -110,14 +148,23 @@ def _start_driver(broker: Broker) -> Driver:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+def compiling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compiling]:
+    started = _javac(tmp_path_factory.mktemp("share-driver"))
+    yield started
+    if started.process.poll() is None:
+        started.process.kill()
+        started.process.wait(60)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, compiling: Compiling) -> Iterator[Broker]:
     with own_broker(tmp_path_factory.mktemp("share-exporter") / "broker", *PROPERTIES) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
-def driver(broker: Broker) -> Iterator[Driver]:
-    d = _start_driver(broker)
+def driver(broker: Broker, compiling: Compiling) -> Iterator[Driver]:
+    d = _start_driver(compiling.classes(), broker)
     yield d
     assert d.process.stdin is not None
     d.process.stdin.close()
@@ -207,25 +254,31 @@ def _new_queue(broker: Broker, records: int) -> tuple[str, str]:
     return topic, group
 
 
-def _kafka_starts(broker: Broker) -> dict[tuple[str, int], int]:
-    """(group, partition) -> start offset of the last __share_group_state record of each
-    share partition, as Kafka's own decoder prints them (start -1 = not yet initialised)."""
+def _kafka_states(broker: Broker) -> list[tuple[str, int, dict[str, Any]]]:
+    """Every ShareSnapshot/ShareUpdate value of `__share_group_state` in log order, as Kafka's
+    own decoder prints it: (group, partition, value)."""
     files = sorted(str(p) for p in broker.data_dir.glob("__share_group_state-*/*.log"))
     text = run_tool("kafka-dump-log.sh", "--share-group-state-decoder", "--files", ",".join(files))
-    starts: dict[tuple[str, int], int] = {}
+    states: list[tuple[str, int, dict[str, Any]]] = []
     pattern = re.compile(r"key: (\{.*\}) payload: (\{.*\})")
     for line in text.splitlines():
         match = pattern.search(line)
         if match is None or "<DELETE>" in line:
             continue
         key = json.loads(match.group(1))["data"]
-        value = json.loads(match.group(2))["data"]
-        if value["startOffset"] != -1:
-            starts[(key["groupId"], key["partition"])] = value["startOffset"]
-    return starts
+        states.append((key["groupId"], key["partition"], json.loads(match.group(2))["data"]))
+    return states
 
 
-def test_queues_on_the_real_broker(broker: Broker, driver: Driver, watched: Watched) -> None:
+def _kafka_starts(states: list[tuple[str, int, dict[str, Any]]]) -> dict[tuple[str, int], int]:
+    """(group, partition) -> start offset of the last record of each share partition (start
+    -1 = not yet initialised)."""
+    return {(g, p): v["startOffset"] for g, p, v in states if v["startOffset"] != -1}
+
+
+def test_queues_on_the_real_broker(
+    broker: Broker, compiling: Compiling, driver: Driver, watched: Watched
+) -> None:
     groups: dict[str, str] = {}
 
     # -- a backlog that grows, then drains ------------------------------------------------
@@ -274,31 +327,39 @@ def test_queues_on_the_real_broker(broker: Broker, driver: Driver, watched: Watc
     ]
 
     # -- records archived at the delivery limit -------------------------------------------
+    # Kafka 4.0 (SharePartition.InFlightState.tryUpdateState): a record released while its
+    # delivery count is already >= the limit becomes ARCHIVED instead of AVAILABLE, so each
+    # record is delivered exactly LIMIT times, then given up
     topic, group = _new_queue(broker, 2)
     groups["limit"] = group
-    seen: dict[int, int] = {}
-    for _round in range(LIMIT + 3):
-        got = driver.session(group, topic, 2, "*:release", wait_ms=4000)
-        for offset, count in got.items():
-            seen[offset] = max(seen.get(offset, 0), count)
-        if not got:
-            break
-        if _round == 0:
-            # released once: available again, not yet poison
-            row = _row(watched, group, topic, start_offset=0, log_end=2)
-            assert row["records"]["available"] == 2 and row["poison"] == []
-    # never accepted: Kafka gave them up (archived) at the limit and moved the start past
-    # (Kafka 4.0 was seen delivering a record LIMIT + 1 times: the Java client's fetch-ahead
-    # acquires once more than it returns, and 4.0 archives once the count passed the limit)
-    assert seen and max(seen.values()) <= LIMIT + 1, seen
+    for delivery in range(1, LIMIT + 1):
+        got = driver.session(group, topic, 2, "*:release")
+        assert got == {0: delivery, 1: delivery}, (delivery, got)
+        if delivery < LIMIT:
+            row = _row(
+                watched, group, topic, start_offset=0, log_end=2, max_delivery_count=delivery
+            )
+            assert row["records"]["available"] == 2 and row["lag"] == 2
     row = _row(watched, group, topic, log_end=2, lag=0)
     assert row["records"]["acknowledged"] == 0
+    # Kafka moves the start offset past archived records late (at the next acquisition or
+    # acknowledgement): until then the exporter shows them archived at the limit, as poison
+    given_up = [
+        {"first_offset": 0, "last_offset": 1, "delivery_state": "archived", "delivery_count": LIMIT}
+    ]
+    if row["start_offset"] == 0:
+        assert row["poison"] == given_up and row["records"]["archived"] == 2
+        assert row["status"] == "WARN"
+        assert row["_detail"]["diagnosis"]["cause"] == "poison_records"
+    else:
+        assert row["start_offset"] == 2 and row["in_flight"] == []
+    # nothing is delivered again however long one waits: the records were given up
     assert driver.session(group, topic, 1, "*:accept", wait_ms=3000) == {}
 
     # -- a consumer killed while it holds acquired records --------------------------------
     topic, group = _new_queue(broker, 3)
     groups["killed"] = group
-    holder = _start_driver(broker)
+    holder = _start_driver(compiling.classes(), broker)
     assert sorted(holder.call(f"hold {group} {topic} 3")) == [0, 1, 2]
     holder.process.kill()
     holder.process.wait(60)
@@ -318,13 +379,24 @@ def test_queues_on_the_real_broker(broker: Broker, driver: Driver, watched: Watc
 
     # -- Kafka's own decoding of __share_group_state agrees on every start offset ---------
     exporter = watched.exporter
-    kafka = _kafka_starts(broker)
+    states = _kafka_states(broker)
+    kafka = _kafka_starts(states)
     ours = {
         (g, p): s.start_offset
         for (g, _t, p), s in exporter.share_store.partitions.items()
         if g in groups.values()
     }
     assert ours == {k: v for k, v in kafka.items() if k[0] in groups.values()}
+    # and Kafka itself persisted the limit group's records archived at delivery count LIMIT
+    archived_at_limit = {
+        "firstOffset": 0,
+        "lastOffset": 1,
+        "deliveryState": 4,
+        "deliveryCount": LIMIT,
+    }
+    assert any(
+        archived_at_limit in v["stateBatches"] for g, _p, v in states if g == groups["limit"]
+    )
 
     # -- a group deleted: gone from the exporter's groups ---------------------------------
     group = groups["backlog"]
