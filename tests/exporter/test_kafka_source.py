@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from offsetwatch.exporter.kafka_source import (
     REDACTED,
+    ClusterChanged,
     OffsetOutOfRange,
     OffsetsTopicSource,
     PartitionEof,
@@ -437,15 +438,22 @@ def test_broker_down_then_new_broker_behind_the_same_address() -> None:
     * librdkafka forgets the learned broker and goes back to the bootstrap address
       (re-bootstrap), so a new cluster behind the same address is found; it warns that the
       cluster id changed. Stats show the broker UP again and the source reports up.
-    * The new mock is empty: a partition whose position is beyond its log end is reported
-      out of range ("fetch"), a partition at 0 simply reads the new records.
+    * The new cluster has another cluster id: the source says so (ClusterChanged, noticed at
+      the next metadata answer) and reads every partition of the new cluster from its start,
+      partition 0 too, whose old position 3 is past the new, empty log's end. A fetch at that
+      old position may still get there first and be reported out of range ("fetch"): the
+      caller rebuilds either way.
     """
     with TcpForwarder() as forwarder:
         first = ChildMockCluster(advertise_port=forwarder.port)
         forwarder.retarget(first.address)
         first.create_topic(OFFSETS_TOPIC, 2)
         produce_raw(forwarder.address, [_payload(0, i) for i in range(3)])
-        source = _source(forwarder.address, config={"statistics.interval.ms": 200, "log_level": 0})
+        source = _source(
+            forwarder.address,
+            metadata_refresh_s=1.0,
+            config={"statistics.interval.ms": 200, "log_level": 0},
+        )
         records, _ = _read_until(source)
         assert len(records) == 3 and source.caught_up() and source.source_up()
         assert forwarder.accepted > 0  # every connection went through the forwarder
@@ -464,13 +472,20 @@ def test_broker_down_then_new_broker_behind_the_same_address() -> None:
             produce_raw(forwarder.address, [_payload(1, i) for i in range(4)])
             records, events = _read_until(
                 source,
-                done=lambda r, e: len(r) == 4 and any(isinstance(x, OffsetOutOfRange) for x in e),
+                done=lambda r, e: (
+                    any(isinstance(x, ClusterChanged) for x in e)
+                    and source.caught_up()
+                    and source.positions() == {0: 0, 1: 4}
+                ),
                 timeout_s=30,
             )
             assert source.source_up()
-            assert sorted((r.partition, r.offset) for r in records) == [(1, o) for o in range(4)]
-            [lost] = [e for e in events if isinstance(e, OffsetOutOfRange)]
-            assert (lost.partition, lost.requested_offset, lost.reason) == (0, 3, "fetch")
+            [changed] = [e for e in events if isinstance(e, ClusterChanged)]
+            assert changed.previous != changed.current
+            assert source.cluster_id == changed.current
+            assert {(r.partition, r.offset) for r in records} == {(1, o) for o in range(4)}
+            for lost in (e for e in events if isinstance(e, OffsetOutOfRange)):
+                assert (lost.partition, lost.requested_offset, lost.reason) == (0, 3, "fetch")
             source.close()
 
 
