@@ -96,6 +96,9 @@ def test_follow_goes_on_reading_a_new_cluster_behind_the_same_address(tmp_path: 
             wait_for(lambda: old_group in groups_in(lines_of(partial)), "the old group's commit")
             old_lines = one_shot(first)
             wait_for(lambda: len(lines_of(partial)) >= len(old_lines), "the old cluster read")
+            # the follower sleeps through the swap (as a laptop or a paused container does),
+            # so that the new cluster's topic exists, shorter, when it reconnects
+            process.send_signal(signal.SIGSTOP)
             first.control("kill")
             second = start_broker(tmp_path / "second", ONE_PARTITION, port=port)
             second_id = cluster_id(second)
@@ -104,6 +107,7 @@ def test_follow_goes_on_reading_a_new_cluster_behind_the_same_address(tmp_path: 
             second.commit(new_group, {(topic, 0): 5})
             new_lines = one_shot(second)
             assert new_group in groups_in(new_lines)
+            process.send_signal(signal.SIGCONT)
             wait_for(
                 lambda: len(lines_of(partial)) >= len(old_lines) + len(new_lines),
                 "the new cluster's records",
@@ -111,6 +115,7 @@ def test_follow_goes_on_reading_a_new_cluster_behind_the_same_address(tmp_path: 
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=60) == 0, stderr_path.read_text()
         finally:
+            process.send_signal(signal.SIGCONT)
             process.kill()
         written = lines_of(target)
         # every record of each cluster exactly once, the old cluster's first
