@@ -44,6 +44,8 @@ OFFSETWATCH = str(Path(sys.executable).parent / "offsetwatch")
 OFFSETS_PARTITIONS = 50
 DATA_PARTITIONS = 8
 OUTPUT_PARTITIONS = 3
+#: each exporter reads the shared broker's whole __consumer_offsets (every test's commits)
+READY_TIMEOUT_S = 180.0
 _SERVING = re.compile(rb"serving metrics and API on (http://\S+)")
 
 Position = tuple[int, int]
@@ -298,6 +300,7 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     wait_for(
         lambda: first.get("/readyz").status == 200 and checkpoint.exists(),
         "the first exporter ready with a checkpoint",
+        timeout_s=READY_TIMEOUT_S,
         describe=first.tail,
     )
     saved, published_after, archived_after = kill_after_unsaved_writes(
@@ -310,7 +313,12 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
 
     second = ExporterProcess.start(argv, tmp_path / "second.log")
     watcher.current = second
-    wait_for(lambda: second.get("/readyz").status == 200, "ready again", describe=second.tail)
+    wait_for(
+        lambda: second.get("/readyz").status == 200,
+        "ready again",
+        timeout_s=READY_TIMEOUT_S,
+        describe=second.tail,
+    )
     first_ready = api_offsets(second, group)
     assert first_ready is not None
     assert all(first_ready.get(key, -1) >= offset for key, offset in before.items()), (
