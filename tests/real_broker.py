@@ -156,13 +156,29 @@ class Broker:
         return Consumer(config)
 
     def control(self, action: str) -> None:
-        """`kill` (SIGKILL: a crash), `stop` or `restart` this broker."""
-        subprocess.run(
+        """`kill` (SIGKILL: a crash) or `stop` this broker; `restart` it on the same data and
+        port and wait until it serves (log recovery after a crash can outlast the `broker`
+        script's own 30 s wait on a loaded machine: the JVM goes on, so wait for it here)."""
+        done = subprocess.run(
             [str(broker_script()), action, str(self.directory)],
-            check=True,
             capture_output=True,
+            text=True,
             timeout=120,
+            check=False,
         )
+        if action != "restart":
+            if done.returncode != 0:
+                raise RuntimeError(f"broker {action} {self.directory}: {done.stderr.strip()}")
+            return
+        if done.returncode != 0 and "not started after" not in done.stderr:
+            raise RuntimeError(f"broker restart {self.directory}: {done.stderr.strip()}")
+        log = self.directory / "logs" / "server.log"
+        deadline = time.monotonic() + 240
+        while "Kafka Server started" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker restart {self.directory}: not serving after 240 s")
+            time.sleep(0.25)
+        wait_serving(self, timeout_s=120)
 
     def create_topic(self, topic: str, partitions: int = 1, **config: str) -> None:
         admin = self.admin()  # kept alive until its futures answer
