@@ -6,7 +6,8 @@ exporter must tell apart: healthy, lagging, stalled, stopped, rewound, deleted, 
 caught-up consumer, a KIP-848 consumer group and a transactional committer (optionally one
 aborted transaction in three, whose offsets must never count); and two the diagnosis must
 explain: one member of three that stops progressing while the other two go on, and a group in
-a rebalance storm (an instance that crashes and rejoins every few seconds).
+a rebalance storm (an instance that crashes and rejoins every few seconds). And share groups
+(KIP-932 queues), one per queue status, from offsetwatch.share_simulator.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from confluent_kafka import KafkaException, Producer
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
+from offsetwatch.share_simulator import (
+    SHARE_BEHAVIOURS,
+    ShareQueue,
+    ShareRecords,
+    create_share_topic,
+    state_writer,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,10 @@ DEFAULT_PLANS: Final = (
         "STALL, stuck_member: enricher-2 (p 2, 5)",
     ),
     GroupPlan("search-indexer", "storm", "payments", "STALL, rebalance_storm"),
+    GroupPlan("jobs-queue", "share-poison", "orders", "share: WARN, poison_records (p 0, 3)"),
+    GroupPlan("emails-queue", "share-lagging", "payments", "share: WARN, backlog growing"),
+    GroupPlan("thumbnails-queue", "share-stuck", "payments", "share: STALL, start offset stuck"),
+    GroupPlan("exports-queue", "share-stopped", "payments", "share: STOP, no members"),
 )
 
 #: the storm group rebalances this often (seconds): 6 per minute, a storm in the demo's
@@ -101,6 +113,7 @@ class ClusterSimulator:
     _producer: Any = None
     _txn_producer: Any = None
     _runs: list[_GroupRun] = field(default_factory=list)
+    _queues: list[ShareQueue] = field(default_factory=list)
 
     def create_topics(self, create_topic: Callable[[str, int], None]) -> None:
         """Create the data topics and `__consumer_offsets` with their partition counts.
@@ -109,6 +122,7 @@ class ClusterSimulator:
         CreateTopics API, only its C control interface (see offsetwatch.mock_cluster).
         """
         create_topic(OFFSETS_TOPIC, self.offsets_partitions)
+        create_share_topic(create_topic)
         for topic in self.topics:
             create_topic(topic.name, topic.partitions)
 
@@ -118,7 +132,14 @@ class ClusterSimulator:
         for topic in self.topics:
             for p in range(topic.partitions):
                 self.produced[(topic.name, p)] = 0.0
-        self._runs = [_GroupRun(plan) for plan in self.plans]
+        self._runs = [_GroupRun(p) for p in self.plans if p.behaviour not in SHARE_BEHAVIOURS]
+        share_records = ShareRecords()
+        self._queues = [
+            ShareQueue(p.group, p.behaviour, p.topic, self._partitions(p.topic),
+                       next(t.rate for t in self.topics if t.name == p.topic), share_records)
+            for p in self.plans
+            if p.behaviour in SHARE_BEHAVIOURS
+        ]  # fmt: skip
         self._prefill()
         try:
             self._txn_producer = Producer(
@@ -169,6 +190,9 @@ class ClusterSimulator:
         age = self.clock() - self.started
         for run in self._runs:
             self._step(run, now_ms, age)
+        write_state = state_writer(self._producer)
+        for queue in self._queues:
+            queue.step(self._log_end, self._write, write_state)
         self._producer.flush(5)
 
     def _step(self, run: _GroupRun, now_ms: int, age: float) -> None:

@@ -100,3 +100,45 @@ export function lineChart({ times, series, label, unit = "" }) {
   }
   return node;
 }
+
+/** The delivery state of a batch as a class name: "unknown(7)" is "unknown". */
+const stateClass = (state) => (state.startsWith("unknown") ? "unknown" : state);
+
+/**
+ * A share partition's records from its start offset to its log end as one bar (a queue seen
+ * from the side): each persisted in-flight batch a segment coloured by delivery state, with its
+ * delivery count written on it when there is room (and in its tooltip); poison batches are
+ * outlined. The bar's background is the records past the batches: not delivered yet, or
+ * acquired by a consumer right now (Kafka never persists "acquired").
+ */
+export function shareBar({ start, logEnd, batches, poison, label }) {
+  const width = 360, height = 30, top = 3, bar = 20;
+  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height,
+    role: "img", "aria-label": label, class: "share-bar" });
+  const last = Math.max(start + 1, logEnd ?? 0, ...batches.map((b) => b.last_offset + 1));
+  const x = (offset) => ((offset - start) / (last - start)) * width;
+  node.append(svg("rect", { x: 0, y: top, width, height: bar, class: "waiting" }));
+  const poisoned = new Set(poison.map((b) => `${b.first_offset}-${b.last_offset}`));
+  for (const b of batches) {
+    if (b.last_offset < start) continue;
+    const first = Math.max(b.first_offset, start);
+    const x0 = x(first), w = Math.max(1, x(b.last_offset + 1) - x0);
+    const cls = `state-${stateClass(b.delivery_state)}`
+      + (poisoned.has(`${b.first_offset}-${b.last_offset}`) ? " poison" : "");
+    const rect = svg("rect", { x: x0, y: top, width: w, height: bar, class: cls,
+      "data-state": b.delivery_state, "data-first": first, "data-last": b.last_offset,
+      "data-count": b.delivery_count });
+    const tip = svg("title");
+    tip.textContent = `${first}–${b.last_offset}: ${b.delivery_state}, `
+      + `delivered ${b.delivery_count} time${b.delivery_count === 1 ? "" : "s"}`;
+    rect.append(tip);
+    node.append(rect);
+    if (w >= 22) {
+      const count = svg("text", { x: x0 + w / 2, y: top + bar / 2 + 4, "text-anchor": "middle",
+        class: "count" });
+      count.textContent = `×${b.delivery_count}`;
+      node.append(count);
+    }
+  }
+  return node;
+}

@@ -1,8 +1,10 @@
 // Group detail: facts, the diagnosis (when the exporter has one), charts of the group's
 // recent log end against its consumed position and of its lag in seconds, every partition
-// with its owner, the members and their assignments, and recent rebalances.
+// with its owner, the members and their assignments, and recent rebalances. A share group
+// (KIP-932 queue) shows its share partitions instead: start offset, log end, lag, records by
+// delivery state, delivery counts, poison records, and a bar per partition picturing them.
 
-import { lineChart } from "./chart.js";
+import { lineChart, shareBar } from "./chart.js";
 import {
   causeText, el, every, fmtAgo, fmtInt, fmtSeconds, fmtTime, getJson, groupApi, keepFocus,
   statusBadge,
@@ -99,6 +101,63 @@ function diagnosisSection(diagnosis) {
     ) : null);
 }
 
+const SHARE_STATES = [
+  ["state-available", "available (released, waits for redelivery)"],
+  ["state-acknowledged", "acknowledged"],
+  ["state-archived", "archived (rejected or at the delivery limit)"],
+  ["waiting", "not delivered yet, or acquired now"],
+];
+
+function poisonText(row) {
+  return row.poison.map((b) => `${b.first_offset}–${b.last_offset} (${b.delivery_state}, `
+    + `${b.delivery_count} deliveries)`).join("; ");
+}
+
+/** The share partitions of a queue: numbers, and a bar per partition from start offset to
+ * log end with the in-flight batches Kafka persisted (docs/console.md). */
+function shareSection(share) {
+  const rows = share.partitions.slice(0, MAX_ROWS);
+  const poisoned = share.partitions.filter((r) => r.poison.length);
+  return el("section", { id: "share", "aria-labelledby": "share-title" },
+    el("h2", { id: "share-title" }, `Share partitions (${share.partitions.length})`),
+    el("dl", { class: "facts", id: "share-facts" },
+      fact("Queue status", statusBadge(share.status)),
+      fact("Share lag", fmtInt(share.total_lag)),
+      fact("Oldest waiting record", fmtSeconds(share.max_lag_seconds)),
+      fact("Poison records", fmtInt(share.poison_records))),
+    el("div", { class: "swatches", "aria-hidden": "true" }, SHARE_STATES.map(([cls, text]) =>
+      el("span", {}, el("span", { class: `swatch ${cls}` }), text))),
+    el("table", { id: "share-partitions" },
+      el("thead", {}, el("tr", {},
+        ["Topic", "Partition", "Start offset", "Log end", "Lag", "Lag (s)", "Status",
+          "Available", "Acknowledged", "Archived", "Max deliveries", "In flight"]
+          .map((h, i) => el("th", { scope: "col", class: i >= 1 && i <= 5 || (i >= 7 && i <= 10)
+            ? "num" : null }, h)))),
+      el("tbody", {}, rows.map((r) => el("tr", { "data-partition": `${r.topic}-${r.partition}` },
+        el("td", { title: r.topic_named ? r.topic_id : "topic id: no name known yet" }, r.topic),
+        el("td", { class: "num" }, r.partition),
+        el("td", { class: "num", "data-col": "start_offset" }, fmtInt(r.start_offset)),
+        el("td", { class: "num", "data-col": "log_end" }, fmtInt(r.log_end)),
+        el("td", { class: "num", "data-col": "lag" }, fmtInt(r.lag)),
+        el("td", { class: "num" }, fmtSeconds(r.lag_seconds)),
+        el("td", { "data-col": "status" }, statusBadge(r.status)),
+        el("td", { class: "num", "data-col": "available" }, fmtInt(r.records.available)),
+        el("td", { class: "num", "data-col": "acknowledged" }, fmtInt(r.records.acknowledged)),
+        el("td", { class: "num", "data-col": "archived" }, fmtInt(r.records.archived)),
+        el("td", { class: "num", "data-col": "max_delivery_count" }, fmtInt(r.max_delivery_count)),
+        el("td", { "data-col": "in_flight" }, shareBar({ start: r.start_offset, logEnd: r.log_end,
+          batches: r.in_flight, poison: r.poison,
+          label: `offsets ${r.start_offset} to ${r.log_end ?? "?"}: ${r.records.available} `
+            + `available, ${r.records.acknowledged} acknowledged, ${r.records.archived} archived, `
+            + `at most ${r.max_delivery_count} deliveries` })))))),
+    rows.length < share.partitions.length ? el("p", { class: "muted" },
+      `First ${MAX_ROWS} of ${fmtInt(share.partitions.length)} share partitions.`) : null,
+    poisoned.length ? el("div", { id: "poison" },
+      el("h3", {}, "Poison records"),
+      el("ul", {}, poisoned.map((r) => el("li", { "data-partition": `${r.topic}-${r.partition}` },
+        `${r.topic}-${r.partition}: ${poisonText(r)}`)))) : null);
+}
+
 function rebalancesSection(detail) {
   const rebalances = detail.diagnosis?.rebalances;
   let content;
@@ -176,8 +235,11 @@ export function mountGroup(main, group) {
       diagnosisSection(detail.diagnosis),
       el("h2", {}, "History"),
       charts(history),
-      el("h2", {}, `Partitions (${detail.partitions.length})`),
-      ...partitionsTable(detail.partitions),
+      detail.share ? shareSection(detail.share) : null,
+      // a share group commits no offsets: its table of committed partitions is left out
+      ...(detail.share && !detail.partitions.length ? [] : [
+        el("h2", {}, `Partitions (${detail.partitions.length})`),
+        ...partitionsTable(detail.partitions)]),
       el("h2", {}, `Members (${detail.members.length})`),
       membersTable(detail.members),
       rebalancesSection(detail),

@@ -1,5 +1,5 @@
-// Groups: every consumer group with its status, cause, lag, lag seconds, members, last
-// commit and a lag-seconds sparkline. Sorted, filtered and paged in the browser: the list
+// Groups: every group (consumer groups and share groups, by kind) with its status, cause, lag,
+// lag seconds, members, last commit and a lag-seconds sparkline. Sorted, filtered and paged in the browser: the list
 // of 10,000 groups arrives once per refresh (gzipped) and only one page is in the DOM.
 
 import { sparkline } from "./chart.js";
@@ -11,8 +11,12 @@ import {
 const PAGE_SIZE = 100;
 const REFRESH_MS = 5000;
 
+/** Group kinds as Kafka's ListGroups types them (a share group is a KIP-932 queue). */
+const KINDS = ["CLASSIC", "CONSUMER", "SHARE", "STREAMS"];
+
 const COLUMNS = [
   { key: "group", label: "Group", value: (g) => g.group },
+  { key: "kind", label: "Kind", value: (g) => g.kind ?? "" },
   { key: "status", label: "Status", value: (g) => severity(g.status) },
   { key: "cause", label: "Cause", value: (g) => causeText(g.cause) },
   { key: "lag", label: "Lag", num: true, value: (g) => g.total_lag ?? -1 },
@@ -28,6 +32,7 @@ export function mountGroups(main) {
   const state = {
     query: params.get("q") ?? "",
     status: params.get("status") ?? "",
+    kind: params.get("kind") ?? "",
     sort: params.get("sort") ?? "status",
     descending: (params.get("order") ?? (params.get("sort") ? "asc" : "desc")) === "desc",
     page: Math.max(0, Number(params.get("page") ?? 1) - 1),
@@ -45,6 +50,9 @@ export function mountGroups(main) {
   const statusSelect = el("select", { id: "status-filter" },
     el("option", { value: "" }, "any status"),
     STATUSES.map((s) => el("option", { value: s, selected: s === state.status }, s)));
+  const kindSelect = el("select", { id: "kind-filter" },
+    el("option", { value: "" }, "any kind"),
+    KINDS.map((k) => el("option", { value: k, selected: k === state.kind }, k)));
   const banner = el("div", { role: "status" });
   const counts = el("p", { class: "summary", id: "group-count", "aria-live": "polite" });
   const head = el("tr");
@@ -59,6 +67,7 @@ export function mountGroups(main) {
     el("div", { class: "controls", role: "search" },
       el("label", { for: "group-filter" }, "Filter by name", filter),
       el("label", { for: "status-filter" }, "Status", statusSelect),
+      el("label", { for: "kind-filter" }, "Kind", kindSelect),
       el("span", { id: "filter-hint", class: "muted" },
         "Press ", el("span", { class: "kbd" }, "/"), " to filter")),
     counts,
@@ -71,6 +80,7 @@ export function mountGroups(main) {
     const p = new URLSearchParams();
     if (state.query) p.set("q", state.query);
     if (state.status) p.set("status", state.status);
+    if (state.kind) p.set("kind", state.kind);
     if (state.sort !== "status" || !state.descending) {
       p.set("sort", state.sort);
       p.set("order", state.descending ? "desc" : "asc");
@@ -101,7 +111,7 @@ export function mountGroups(main) {
   function visible() {
     const query = state.query.toLowerCase();
     const rows = state.groups.filter((g) => (!query || g.group.toLowerCase().includes(query))
-      && (!state.status || g.status === state.status));
+      && (!state.status || g.status === state.status) && (!state.kind || g.kind === state.kind));
     const column = COLUMNS.find((c) => c.key === state.sort) ?? COLUMNS[1];
     const sign = state.descending ? -1 : 1;
     rows.sort((a, b) => {
@@ -123,13 +133,15 @@ export function mountGroups(main) {
     body.replaceChildren(...slice.map((g) => {
       return el("tr", { "data-group": g.group },
         el("th", { scope: "row" }, el("a", { href: groupHref(g.group), "data-nav": true }, g.group)),
+        el("td", { "data-col": "kind" }, g.kind ?? "–"),
         el("td", { "data-col": "status" }, statusBadge(g.status)),
         el("td", { "data-col": "cause" }, causeText(g.cause)),
         el("td", { class: "num", "data-col": "lag" }, fmtInt(g.total_lag)),
         el("td", { class: "num", "data-col": "lag_seconds" }, fmtSeconds(g.max_lag_seconds)),
         el("td", { class: "num", "data-col": "members" }, fmtInt(g.members)),
+        // a share group never commits offsets: its consumers acknowledge records instead
         el("td", { "data-col": "last_commit", title: g.last_commit ?? "" },
-          fmtAgo(g.last_commit_ms, now)),
+          g.kind === "SHARE" ? "–" : fmtAgo(g.last_commit_ms, now)),
         el("td", { "data-col": "sparkline" }, sparkCell(g.group, now)));
     }));
     loadSparklines();
@@ -208,6 +220,12 @@ export function mountGroups(main) {
   });
   statusSelect.addEventListener("change", () => {
     state.status = statusSelect.value;
+    state.page = 0;
+    syncUrl();
+    renderRows();
+  });
+  kindSelect.addEventListener("change", () => {
+    state.kind = kindSelect.value;
     state.page = 0;
     syncUrl();
     renderRows();

@@ -7,6 +7,10 @@ waits for what the page shows (Playwright's `expect` polls the DOM); nothing sle
 * Groups shows each simulated behaviour's status, as text: OK, WARN, STALL, STOP, REWIND;
 * a group's page shows its partitions with status and owner, members, charts; an unknown
   group is a 404 page saying so;
+* share groups (the demo's queues, written as a 4.0 broker writes them) are in the list with
+  kind SHARE and their queue status; a share group's page shows each share partition's start
+  offset, records by delivery state and delivery counts, and pictures them as a bar whose
+  segments are the persisted batches, poison ones outlined;
 * Live records receive records over the event stream, filter by group, pause and resume;
 * Exporter health shows ready and source up;
 * the keyboard alone filters, sorts and opens a group; dark mode follows the system;
@@ -229,6 +233,121 @@ def test_unknown_group_is_a_404_page(page: Any, demo: tuple[DemoStack, str]) -> 
     assert response is not None and response.status == 404
     expect(page.locator("h1")).to_have_text("No such group")
     expect(page.locator("main")).to_contain_text("no-such-group")
+
+
+# ------------------------------------------------------------------------- share groups
+
+#: the demo's share groups (offsetwatch/share_simulator.py) and the status each settles on
+SHARE_STATUS = {
+    "jobs-queue": "WARN",
+    "emails-queue": "WARN",
+    "thumbnails-queue": "STALL",
+    "exports-queue": "STOP",
+}
+
+
+def test_share_groups_are_listed_with_kind_share(page: Any, demo: tuple[DemoStack, str]) -> None:
+    _, url = demo
+    page.goto(url + "/groups")
+    expect(page.locator('tr[data-group="billing-healthy"] td[data-col="kind"]')).to_have_text(
+        "CLASSIC", timeout=WAIT_MS
+    )
+    expect(page.locator('tr[data-group="kip848-consumers"] td[data-col="kind"]')).to_have_text(
+        "CONSUMER"
+    )
+    page.select_option("#kind-filter", "SHARE")
+    assert "kind=SHARE" in page.url
+    rows = page.locator("#groups tbody tr[data-group]")
+    expect(rows).to_have_count(len(SHARE_STATUS))
+    assert sorted(rows.evaluate_all("rows => rows.map(r => r.dataset.group)")) == sorted(
+        SHARE_STATUS
+    )
+    for group, status in SHARE_STATUS.items():
+        expect(page.locator(f'tr[data-group="{group}"] td[data-col="kind"]')).to_have_text("SHARE")
+        expect(status_cell(page, group)).to_have_text(re.compile(rf"{status}$"), timeout=WAIT_MS)
+        # a queue never commits offsets: no "last commit" age
+        expect(page.locator(f'tr[data-group="{group}"] td[data-col="last_commit"]')).to_have_text(
+            "–"
+        )
+    # the same list as the API's, kind by kind
+    api = page.request.get(url + "/api/v1/groups").json()
+    assert sorted(g["group"] for g in api if g["kind"] == "SHARE") == sorted(SHARE_STATUS)
+
+
+def _segments(page: Any, row: Any) -> list[tuple[int, int, str, int]]:
+    """The bar's segments as (first - start offset, last - start offset, state, deliveries)."""
+    start = int(row.locator('[data-col="start_offset"]').inner_text().replace(",", ""))
+    rects = row.locator("svg.share-bar rect[data-state]").evaluate_all(
+        "rs => rs.map(r => [+r.dataset.first, +r.dataset.last, r.dataset.state, +r.dataset.count])"
+    )
+    return [(first - start, last - start, state, count) for first, last, state, count in rects]
+
+
+def test_share_group_detail_pictures_each_partition(page: Any, demo: tuple[DemoStack, str]) -> None:
+    """jobs-queue keeps 40 records in flight per partition: 10 released twice (available),
+    on partitions 0 and 3 five archived at the delivery limit (poison), 15 acknowledged."""
+    _, url = demo
+    page.goto(url + "/groups/jobs-queue")
+    expect(page.locator("h1 .status")).to_have_text(re.compile("WARN$"), timeout=WAIT_MS)
+    rows = page.locator("#share-partitions tbody tr")
+    expect(rows).to_have_count(6, timeout=WAIT_MS)
+    expect(page.locator("#partitions")).to_have_count(0)  # a queue has no committed offsets
+    expect(page.locator("#group-facts")).to_contain_text("SHARE / STABLE")
+    for p in range(6):
+        row = page.locator(f'#share-partitions tr[data-partition="orders-{p}"]')
+        poison = p in (0, 3)
+        expect(row.locator('[data-col="available"]')).to_have_text("10")
+        expect(row.locator('[data-col="acknowledged"]')).to_have_text("15")
+        expect(row.locator('[data-col="archived"]')).to_have_text("5" if poison else "0")
+        expect(row.locator('[data-col="max_delivery_count"]')).to_have_text("5" if poison else "2")
+        expected = [(0, 9, "available", 2)]
+        if poison:
+            expected.append((10, 14, "archived", 5))
+        expected.append((15, 29, "acknowledged", 1))
+        assert _segments(page, row) == expected
+        # the picture says the same in words, and its poison batch is marked
+        label = row.locator("svg.share-bar").get_attribute("aria-label")
+        assert label is not None and "10 available, 15 acknowledged" in label
+        expect(row.locator("svg.share-bar rect.poison")).to_have_count(1 if poison else 0)
+        expect(row.locator('[data-col="status"]')).to_have_text(
+            re.compile("WARN$" if poison else "OK$"), timeout=WAIT_MS
+        )
+    expect(page.locator("#poison li")).to_have_count(2)
+    expect(page.locator('#poison li[data-partition="orders-0"]')).to_contain_text(
+        "(archived, 5 deliveries)"
+    )
+    expect(page.locator("#share-facts")).to_contain_text("10")  # poison records: 2 x 5
+    expect(page.locator("#diagnosis")).to_contain_text("poison_records")
+    expect(page.locator("#members tbody tr")).to_have_count(2)
+    expect(page.locator("#members")).to_contain_text("orders: 0, 1, 2, 3, 4, 5")
+
+
+def test_share_group_detail_equals_the_api_for_a_stuck_queue(
+    page: Any, demo: tuple[DemoStack, str]
+) -> None:
+    """thumbnails-queue's state never changes once written: the page and the API agree on
+    every number of every share partition."""
+    _, url = demo
+    page.goto(url + "/groups/thumbnails-queue")
+    expect(page.locator("h1 .status")).to_have_text(re.compile("STALL$"), timeout=WAIT_MS)
+    share = page.request.get(url + "/api/v1/groups/thumbnails-queue").json()["share"]
+    rows = page.locator("#share-partitions tbody tr")
+    expect(rows).to_have_count(len(share["partitions"]))
+    for part in share["partitions"]:
+        row = page.locator(f'#share-partitions tr[data-partition="payments-{part["partition"]}"]')
+        start = part["start_offset"]
+        expect(row.locator('[data-col="start_offset"]')).to_have_text(f"{start:,}")
+        for state in ("available", "acknowledged", "archived"):
+            expect(row.locator(f'[data-col="{state}"]')).to_have_text(str(part["records"][state]))
+        expect(row.locator('[data-col="max_delivery_count"]')).to_have_text(
+            str(part["max_delivery_count"])
+        )
+        assert _segments(page, row) == [
+            (b["first_offset"] - start, b["last_offset"] - start, b["delivery_state"],
+             b["delivery_count"])
+            for b in part["in_flight"]
+        ]  # fmt: skip
+    expect(page.locator("#diagnosis")).to_contain_text("stuck_member")
 
 
 # ------------------------------------------------------------------------------ live

@@ -13,6 +13,9 @@ API:
   lag alert, the rewound group's REWIND alert and the decode error alert (a record the decoder
   rejects is written to __consumer_offsets); the healthy groups never have an alert, not even
   pending;
+* the demo's share groups (queues written as a 4.0 broker writes them) fire the share alerts:
+  STALL and STOP (OffsetwatchShareGroupStatus), a growing backlog, poison records; and never
+  the consumer-group status alerts;
 * deleting the stalled group (tombstones, as kafka-consumer-groups --delete writes them) makes
   its series disappear and its alerts resolve.
 
@@ -61,7 +64,13 @@ EXPECTED_FIRING = {
     ("OffsetwatchGroupLagHigh", "search-stopped"),
     ("OffsetwatchGroupRewound", "replay-rewound"),
     ("OffsetwatchDecodeErrors", ""),
+    ("OffsetwatchShareGroupStatus", "thumbnails-queue"),
+    ("OffsetwatchShareGroupStatus", "exports-queue"),
+    ("OffsetwatchShareBacklogGrowing", "emails-queue"),
+    ("OffsetwatchSharePoisonRecords", "jobs-queue"),
 }
+#: the demo's share groups (offsetwatch/share_simulator.py)
+SHARE_GROUPS = ("jobs-queue", "emails-queue", "thumbnails-queue", "exports-queue")
 
 
 @dataclass(frozen=True)
@@ -139,11 +148,12 @@ def _returns_data(prometheus: Prometheus, target: dict[str, Any], expr: str) -> 
     return bool(prometheus.query_range(expr, now - 30, now, 1))
 
 
-#: the group each dashboard is looked at with; the group detail with two kinds of group: a
-#: classic group has no assignment epoch, a KIP-848 group no classic generation history
+#: the group each dashboard is looked at with; the group detail with three kinds of group: a
+#: classic group has no assignment epoch, a KIP-848 group no classic generation history, and
+#: only a share group (with poison records) has share partitions
 GROUPS = {
-    "offsetwatch-overview.json": (STALLED,),
-    "offsetwatch-group-detail.json": (STALLED, "kip848-consumers"),
+    "offsetwatch-overview.json": (STALLED, "jobs-queue"),
+    "offsetwatch-group-detail.json": (STALLED, "kip848-consumers", "jobs-queue"),
     "offsetwatch-exporter-health.json": (STALLED,),
 }
 
@@ -235,6 +245,20 @@ def test_healthy_groups_never_have_an_alert(run: Run) -> None:
             f'offsetwatch_group_status{{group="{group}"}}', run.started, now, 1
         )
         assert status, f"{group} was never exported"
+
+
+def test_share_groups_alert_as_queues_only(run: Run) -> None:
+    """A queue's status is also offsetwatch_group_status; the consumer-group status alerts,
+    whose texts speak of commits, leave it to the share alerts."""
+    consumer_alerts = "OffsetwatchGroupStatus|OffsetwatchGroupLagGrowing"
+    now = time.time()
+    for group in SHARE_GROUPS:
+        seen = run.prometheus.query_range(
+            f'ALERTS{{alertname=~"{consumer_alerts}",group="{group}"}}', run.started, now, 1
+        )
+        assert seen == [], f"{group} had consumer-group alerts: {[s['metric'] for s in seen]}"
+    (stuck,) = run.prometheus.query('offsetwatch_share_group_status{group="thumbnails-queue"}')
+    assert stuck["value"][1] == "3"
 
 
 def test_a_deleted_groups_alerts_resolve(run: Run) -> None:
