@@ -103,7 +103,9 @@ class ExporterProcess:
     url: str = ""
 
     @classmethod
-    def start(cls, argv: list[str], log_path: Path) -> ExporterProcess:
+    def start(
+        cls, argv: list[str], log_path: Path, children: list[ExporterProcess]
+    ) -> ExporterProcess:
         # the test run's own OFFSETWATCH_* variables are not settings of this exporter
         env = {k: v for k, v in os.environ.items() if not k.startswith("OFFSETWATCH_")}
         log = log_path.open("ab")
@@ -111,6 +113,7 @@ class ExporterProcess:
             [OFFSETWATCH, "export", *argv], stdout=log, stderr=subprocess.STDOUT, env=env
         )
         child = cls(proc, log_path, log)
+        children.append(child)
         wait_for(child._serving, "offsetwatch export serving HTTP", describe=child.tail)
         return child
 
@@ -256,6 +259,19 @@ def kill_after_unsaved_writes(
 
 
 @pytest.fixture
+def children() -> Iterator[list[ExporterProcess]]:
+    """The exporters a test starts; any still running when it ends (a failed assertion) is
+    killed, so that no child outlives its test."""
+    started: list[ExporterProcess] = []
+    yield started
+    for child in started:
+        if child.proc.poll() is None:
+            child.proc.kill()
+            child.proc.wait(60)
+        child.log.close()
+
+
+@pytest.fixture
 def committer_and_names(kafka_broker: Broker) -> Iterator[tuple[Committer, str, str]]:
     topic, group, output = unique("crash-orders"), unique("crash-busy"), unique("crash-out")
     kafka_broker.create_topic(topic, DATA_PARTITIONS)
@@ -268,7 +284,10 @@ def committer_and_names(kafka_broker: Broker) -> Iterator[tuple[Committer, str, 
 
 
 def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
-    kafka_broker: Broker, tmp_path: Path, committer_and_names: tuple[Committer, str, str]
+    kafka_broker: Broker,
+    tmp_path: Path,
+    committer_and_names: tuple[Committer, str, str],
+    children: list[ExporterProcess],
 ) -> None:
     committer, group, output = committer_and_names
     archive, checkpoint = tmp_path / "archive", tmp_path / "state" / "offsetwatch.ckpt"
@@ -295,7 +314,7 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     watcher = Watcher()
     watching = threading.Thread(target=watcher.run, daemon=True)
     watching.start()
-    first = ExporterProcess.start(argv, tmp_path / "first.log")
+    first = ExporterProcess.start(argv, tmp_path / "first.log", children)
     watcher.current = first
     wait_for(
         lambda: first.get("/readyz").status == 200 and checkpoint.exists(),
@@ -311,7 +330,7 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     # older (its checkpoint is)
     before = kafka_broker.committed(group)
 
-    second = ExporterProcess.start(argv, tmp_path / "second.log")
+    second = ExporterProcess.start(argv, tmp_path / "second.log", children)
     watcher.current = second
     wait_for(
         lambda: second.get("/readyz").status == 200,
