@@ -32,7 +32,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.checkpoint import load_checkpoint
-from offsetwatch.exporter.publisher import HEADER_SOURCE_OFFSET, HEADER_SOURCE_PARTITION
+from offsetwatch.exporter.publisher import (
+    HEADER_SOURCE_CLUSTER,
+    HEADER_SOURCE_OFFSET,
+    HEADER_SOURCE_PARTITION,
+    HEADER_SOURCE_TOPIC,
+)
+from offsetwatch.exporter.resume_dedup import scan_topics
 from tests.exporter.daemon_helpers import group_path, http_get, wait_for
 from tests.exporter.test_broker_faults_real import positions_of
 from tests.real_broker import Broker, unique
@@ -387,3 +393,49 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     assert set(in_archive) == expected
     # the kill came after unsaved writes to both sinks (else nothing was proved)
     assert published_after > 0 and archived_after > 0
+
+
+def test_the_read_back_finds_exactly_our_positions_written_since_the_bound(
+    kafka_broker: Broker,
+) -> None:
+    """scan_topics against Kafka's own timestamp lookup (which the mock cluster cannot do):
+    what lies before the bound (minus the margin) is not read, and only records of our source
+    topic and cluster at or after the checkpoint positions count."""
+    topic = unique("scan-out")
+    kafka_broker.create_topic(topic, 2)
+    now = int(time.time() * 1000)
+
+    Headers = list[tuple[str, str | bytes | None]]
+
+    def headers(partition: int, offset: int, **other: bytes) -> Headers:
+        return [
+            (HEADER_SOURCE_TOPIC, other.get("source", OFFSETS_TOPIC.encode())),
+            (HEADER_SOURCE_PARTITION, str(partition).encode()),
+            (HEADER_SOURCE_OFFSET, str(offset).encode()),
+            (HEADER_SOURCE_CLUSTER, other.get("cluster", b"ours")),
+        ]
+
+    sent: list[tuple[int, int, Headers | None]] = [
+        (0, now - 600_000, headers(1, 50)),  # long before the bound: not read
+        (0, now, headers(1, 9)),  # below the checkpoint position of partition 1
+        (0, now, headers(1, 10)),
+        (1, now, headers(2, 0)),  # a partition the checkpoint has no position for
+        (1, now, headers(1, 11, cluster=b"another")),  # another cluster's exporter
+        (1, now, headers(1, 12, source=b"other_offsets")),  # another source topic
+        (1, now, None),  # a log-end sample
+    ]
+    producer = kafka_broker.producer()
+    for partition, timestamp, record_headers in sent:
+        producer.produce(
+            topic, value=b"{}", partition=partition, timestamp=timestamp, headers=record_headers
+        )
+    assert producer.flush(60) == 0
+    found = scan_topics(
+        {"bootstrap.servers": kafka_broker.bootstrap},
+        [topic, unique("never-created")],
+        {1: 10},
+        now - 60_000,
+        source_topic=OFFSETS_TOPIC,
+        cluster_id="ours",
+    )
+    assert found == {(1, 10), (2, 0)}
