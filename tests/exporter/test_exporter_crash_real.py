@@ -9,6 +9,9 @@ Then the API equals Kafka's OffsetFetch, the republished topic and the archive e
 `__consumer_offsets` position before the final checkpoint exactly once, and /readyz and
 `offsetwatch_source_up` said the truth throughout (the broker never went away: source up in
 every answer; the first "ready" after the restart already serves what was committed before it).
+
+A second test reads an output topic back as a restart does, against Kafka's own timestamp
+lookup, and checks exactly which positions it finds.
 """
 
 from __future__ import annotations
