@@ -22,12 +22,20 @@ if TYPE_CHECKING:
 
 DESCRIPTION = """\
 Look at consumer groups, classic and KIP-848 (group.protocol=consumer) alike: their state,
-members and, per partition, the committed offset, the log end and the lag."""
+members and, per partition, the committed offset, the log end and the lag.
+
+Share groups (KIP-932) come from a running `offsetwatch export` (--exporter): confluent-kafka
+can neither list nor describe them. Per share partition: the group's START-OFFSET (from
+__share_group_state; Kafka 4.0's kafka-share-groups.sh prints the log end there), records
+acknowledged, archived and available past it, and LAG = log end - start - acknowledged -
+archived (KIP-1226)."""
 
 LIST_EPILOG = f"""\
 examples:
   offsetwatch groups list --bootstrap-server broker1:9092
   offsetwatch groups list --format csv > groups.csv
+  # share groups too (TYPE SHARE), as a running `offsetwatch export` knows them
+  offsetwatch groups list --exporter http://localhost:9380
 
 {CONNECTION_HELP}
 """
@@ -42,6 +50,8 @@ examples:
   # members and their assignments; coordinator, state, type and epoch
   offsetwatch groups describe payments --members
   offsetwatch groups describe payments --state --format json
+  # a share group: START-OFFSET, ACKNOWLEDGED, ARCHIVED, LAG per share partition
+  offsetwatch groups describe orders-queue --exporter http://localhost:9380
 
 Groups are described together: one DescribeGroups round, the offset fetches of all groups
 sent at once, one ListOffsets round for every partition.
@@ -64,14 +74,19 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         "list",
         help="every consumer group with its type and state",
         description="Every consumer group of the cluster with its type (CLASSIC, CONSUMER) "
-        "and state.",
+        "and state; with --exporter, the share groups it knows too (SHARE).",
         epilog=LIST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    listing.add_argument(
+        "--exporter",
+        metavar="URL",
+        help="a running `offsetwatch export` (http://host:9380): adds the share groups it knows",
     )
     _add_format(listing)
     add_connection(listing)
     listing.set_defaults(handler=run_list, command_parser=listing)
-    env_defaults(listing)
+    env_defaults(listing, keep=frozenset({"exporter"}))
 
     describe = nested.add_parser(
         "describe",
@@ -102,7 +117,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--exporter",
         metavar="URL",
         help="a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS, "
-        "and a group's cause and reason when it is not OK",
+        "and a group's cause and reason when it is not OK; describes share groups",
     )
     _add_format(describe)
     add_connection(describe)
@@ -133,6 +148,12 @@ def list_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
 
     try:
         listings = broker.list_groups()
+        if args.exporter:
+            from offsetwatch.offset_ops.describe import exporter_share_groups
+
+            known = {x.group_id for x in listings}
+            shares = [x for x in exporter_share_groups(args.exporter) if x.group_id not in known]
+            listings = sorted([*listings, *shares], key=lambda x: x.group_id)
     except Unsupported as error:
         raise UsageError(f"{error}: name the groups, `offsetwatch groups describe GROUP`") from None
     except OffsetOpsError as error:
@@ -149,7 +170,11 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
     from offsetwatch.offset_ops import OffsetOpsError, Unsupported
-    from offsetwatch.offset_ops.describe import build_reports, fetch_exporter
+    from offsetwatch.offset_ops.describe import (
+        build_reports,
+        exporter_share_groups,
+        fetch_exporter,
+    )
 
     try:
         if args.all_groups:
@@ -157,6 +182,9 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
                 group_ids = [x.group_id for x in broker.list_groups()]
             except Unsupported as error:
                 raise UsageError(f"{error}: --all-groups needs it; name the groups") from None
+            if args.exporter:
+                shares = [x.group_id for x in exporter_share_groups(args.exporter)]
+                group_ids = sorted({*group_ids, *shares})
         else:
             group_ids = list(dict.fromkeys(args.groups))
         exporter = fetch_exporter(args.exporter, group_ids) if args.exporter else None
@@ -172,7 +200,10 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
         )
     unknown = [r.group_id for r in reports if not r.exists and not args.all_groups]
     if unknown:
-        raise UsageError(f"unknown group {unknown[0]!r}: no members and no committed offsets")
+        hint = (
+            "" if args.exporter else " (a share group? give --exporter URL of `offsetwatch export`)"
+        )
+        raise UsageError(f"unknown group {unknown[0]!r}: no members and no committed offsets{hint}")
     if any(r.info is None for r in reports):
         print(
             "offsetwatch: note: the cluster cannot describe groups (no DescribeGroups): "
@@ -187,6 +218,14 @@ def _describe_output(args: argparse.Namespace, reports: list[GroupReport]) -> st
     from offsetwatch.offset_ops import render as r
 
     with_exporter = bool(args.exporter)
+    shares = [report for report in reports if report.share is not None]
+    if shares and not (args.members or args.state) and args.format != "json":
+        # share partitions have other columns: their own table (or CSV block) after the rest
+        consumers = [report for report in reports if report.share is None]
+        share_text = _share_output(args.format, shares)
+        if not consumers:
+            return share_text
+        return _describe_output(args, consumers) + "\n" + share_text
     if args.format == "json" and not (args.members or args.state):
         return r.json_text([r.report_json(report, with_exporter) for report in reports])
     if args.members:
@@ -202,3 +241,11 @@ def _describe_output(args: argparse.Namespace, reports: list[GroupReport]) -> st
         r.table(header, r.offsets_rows(report, with_exporter)) + r.group_total(report)
         for report in reports
     )
+
+
+def _share_output(fmt: str, reports: list[GroupReport]) -> str:
+    from offsetwatch.offset_ops import render as r
+
+    if fmt == "csv":
+        return r.csv_text(r.SHARE_HEADER, [row for x in reports for row in r.share_rows(x)])
+    return "\n".join(r.table(r.SHARE_HEADER, r.share_rows(x)) + r.group_total(x) for x in reports)

@@ -14,6 +14,7 @@ from typing import Any
 from offsetwatch.offset_ops.broker import LATEST, OffsetBroker
 from offsetwatch.offset_ops.model import (
     GroupInfo,
+    GroupListing,
     MemberInfo,
     OffsetOpsError,
     TopicPartitionKey,
@@ -38,20 +39,98 @@ class PartitionRow:
         return max(self.log_end - self.current, 0)
 
 
+@dataclass(slots=True, frozen=True)
+class ShareRow:
+    """One share partition (KIP-932) from the exporter's `share` object: the group's start
+    offset as `__share_group_state` holds it, and KIP-1226's lag (log end - start -
+    acknowledged - archived past the start)."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    log_end: int | None
+    acknowledged: int
+    archived: int
+    available: int
+    max_delivery_count: int
+    lag: int | None
+    lag_seconds: float | None
+    status: str | None
+
+
 @dataclass(slots=True)
 class GroupReport:
     group_id: str
     info: GroupInfo | None  # None: the cluster cannot describe groups
     rows: list[PartitionRow]
     exporter: dict[str, Any] = field(default_factory=dict)
+    # a share group's partitions (the exporter's view; Kafka has no OffsetFetch for them)
+    share: list[ShareRow] | None = None
 
     @property
     def total_lag(self) -> int:
+        if self.share is not None:
+            return sum(row.lag or 0 for row in self.share)
         return sum(row.lag or 0 for row in self.rows)
 
     @property
     def exists(self) -> bool:
-        return bool(self.rows) or (self.info is not None and self.info.exists)
+        return (
+            bool(self.rows)
+            or self.share is not None
+            or (self.info is not None and self.info.exists)
+        )
+
+
+def _share_rows(share: Mapping[str, Any]) -> list[ShareRow]:
+    rows = []
+    for p in share.get("partitions", []):
+        records = p.get("records", {})
+        rows.append(
+            ShareRow(
+                str(p["topic"]),
+                int(p["partition"]),
+                int(p["start_offset"]),
+                p.get("log_end"),
+                int(records.get("acknowledged", 0)),
+                int(records.get("archived", 0)),
+                int(records.get("available", 0)),
+                int(p.get("max_delivery_count", 0)),
+                p.get("lag"),
+                p.get("lag_seconds"),
+                p.get("status"),
+            )
+        )
+    return sorted(rows, key=lambda row: (row.topic, row.partition))
+
+
+def _share_info(broker_info: GroupInfo | None, exporter: Mapping[str, Any]) -> GroupInfo:
+    """A share group as the exporter sees it (members and state from `__consumer_offsets`):
+    confluent-kafka has no ShareGroupDescribe and answers DEAD for a share group; only its
+    coordinator is right."""
+    members = tuple(
+        MemberInfo(
+            str(m["member_id"]),
+            str(m.get("client_id") or ""),
+            str(m.get("host") or ""),
+            m.get("instance_id"),
+            tuple(
+                sorted(
+                    (a["topic"], int(p)) for a in m.get("assignment", []) for p in a["partitions"]
+                )
+            ),
+        )
+        for m in exporter.get("members", [])
+    )
+    return GroupInfo(
+        group_id=str(exporter["group"]),
+        type="SHARE",
+        state=str(exporter.get("state") or "UNKNOWN").upper(),
+        coordinator=broker_info.coordinator if broker_info is not None else "",
+        assignor="",
+        is_simple=False,
+        members=members,
+    )
 
 
 def _describe(broker: OffsetBroker, group_ids: Sequence[str]) -> dict[str, GroupInfo] | None:
@@ -80,11 +159,13 @@ def build_reports(
         ]
     else:
         named = None
-    committed = broker.committed({group: named for group in group_ids})
+    shares = {g for g, x in (exporter or {}).items() if x.get("kind") == "SHARE" and "share" in x}
+    committed = broker.committed({group: named for group in group_ids if group not in shares})
     owners: dict[str, dict[TopicPartitionKey, MemberInfo]] = {}
     for group in group_ids:
         info = None if infos is None else infos.get(group)
-        members = info.members if info is not None else ()
+        members = info.members if info is not None and group not in shares else ()
+        committed.setdefault(group, {})
         owners[group] = {
             key: m for m in members for key in m.assignment if not topics or key[0] in topics
         }
@@ -110,6 +191,10 @@ def build_reports(
                 )
             )
         info = None if infos is None else infos.get(group)
+        if group in shares:
+            share = [r for r in _share_rows(extra["share"]) if not topics or r.topic in topics]
+            reports.append(GroupReport(group, _share_info(info, extra), [], dict(extra), share))
+            continue
         reports.append(GroupReport(group, info, rows, dict(extra)))
     return reports
 
@@ -126,6 +211,24 @@ def _exporter_group(url: str, group: str) -> dict[str, Any] | None:
         raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
+
+
+def exporter_share_groups(url: str) -> list[GroupListing]:
+    """The share groups a running `offsetwatch export` knows (from `__consumer_offsets`):
+    confluent-kafka lists only classic and consumer groups (ListGroups without types)."""
+    address = f"{url.rstrip('/')}/api/v1/groups"
+    try:
+        with urllib.request.urlopen(address, timeout=30) as response:
+            groups: list[dict[str, Any]] = json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
+    return [
+        GroupListing(str(g["group"]), "SHARE", str(g.get("state") or "UNKNOWN").upper(), False)
+        for g in groups
+        if g.get("kind") == "SHARE"
+    ]
 
 
 def fetch_exporter(url: str, group_ids: Sequence[str]) -> dict[str, dict[str, Any]]:

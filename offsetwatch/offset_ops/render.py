@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from offsetwatch.offset_ops.describe import GroupReport, PartitionRow
+from offsetwatch.offset_ops.describe import GroupReport, PartitionRow, ShareRow
 from offsetwatch.offset_ops.migrate import VerifyRow
 from offsetwatch.offset_ops.model import Committed, GroupListing
 from offsetwatch.offset_ops.plan import PlanRow
@@ -110,10 +110,52 @@ def offsets_rows(report: GroupReport, with_exporter: bool) -> list[list[Cell]]:
     return [_offsets_row(report.group_id, row, with_exporter) for row in report.rows]
 
 
+# A share group (KIP-932) has no committed offset: its position is the start offset in
+# `__share_group_state`, with records acknowledged or archived past it. Kafka 4.0's
+# kafka-share-groups.sh prints the partition's log end as START-OFFSET; this is the group's.
+SHARE_HEADER = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "START-OFFSET",
+    "LOG-END-OFFSET",
+    "ACKNOWLEDGED",
+    "ARCHIVED",
+    "AVAILABLE",
+    "MAX-DELIVERIES",
+    "LAG",
+    "LAG-SECONDS",
+    "STATUS",
+)
+
+
+def _share_row(group: str, row: ShareRow) -> list[Cell]:
+    return [
+        group,
+        row.topic,
+        row.partition,
+        row.start_offset,
+        row.log_end,
+        row.acknowledged,
+        row.archived,
+        row.available,
+        row.max_delivery_count,
+        row.lag,
+        row.lag_seconds,
+        row.status,
+    ]
+
+
+def share_rows(report: GroupReport) -> list[list[Cell]]:
+    return [_share_row(report.group_id, row) for row in report.share or ()]
+
+
 def group_total(report: GroupReport) -> str:
     state = report.info.state if report.info else "state unknown"
+    count = len(report.rows) if report.share is None else len(report.share)
+    kind = "" if report.share is None else "share "
     return (
-        f"group {report.group_id}: {len(report.rows)} partitions, total lag "
+        f"{kind}group {report.group_id}: {count} partitions, total lag "
         f"{report.total_lag}, {state}\n{diagnosis_line(report)}"
     )
 
@@ -213,6 +255,16 @@ def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
         "partitions": [
             dict(zip(keys, row, strict=True)) for row in offsets_rows(report, with_exporter)
         ],
+        **(
+            {}
+            if report.share is None
+            else {
+                "share_partitions": [
+                    dict(zip(map(json_key, SHARE_HEADER), row, strict=True))
+                    for row in share_rows(report)
+                ]
+            }
+        ),
     }
 
 
