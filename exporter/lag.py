@@ -248,6 +248,34 @@ class LogEndHistory:
         n = end_after - end_before
         return ProduceTime(t_before + (t_after - t_before) * k // (n + 1), is_lower_bound=False)
 
+    def lag_s(self, offset: int, now_ms: int) -> float:
+        """`lag_seconds(self, offset, now_ms).seconds` without its two objects.
+
+        The snapshot asks this for every tracked partition, every build: the dataclass
+        instances of `produce_time_ms` and `lag_seconds` were ~19% of a catch-up's CPU.
+        The same search and arithmetic as those two (a test checks them against each other).
+        """
+        buf = self._buf
+        if not buf or offset >= buf[-1]:
+            return 0.0
+        lo, hi = 0, (len(buf) >> 1) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if buf[2 * mid + 1] > offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 0:
+            produced = buf[0]
+        else:
+            t_before, end_before = buf[2 * lo - 2], buf[2 * lo - 1]
+            t_after = buf[2 * lo]
+            k = offset - end_before + 1
+            n = buf[2 * lo + 1] - end_before
+            produced = t_before + (t_after - t_before) * k // (n + 1)
+        age_ms = now_ms - produced
+        return age_ms / 1000.0 if age_ms > 0 else 0.0
+
     def _push(self, time_ms: int, log_end_offset: int) -> None:
         if len(self._buf) >= 2 * self._max:
             self._thin(time_ms)

@@ -26,7 +26,7 @@ from offsetwatch.exporter.diagnosis import (
     ok_diagnosis,
 )
 from offsetwatch.exporter.group_views import GroupView, GroupViews
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, ShareStatusConfig, share_group
 from offsetwatch.exporter.share_state import SharePartition, ShareStateStore
 from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
@@ -141,6 +141,24 @@ class Filters:
         return _allowed(topic, self.topic_allow, self.topic_deny)
 
 
+def _share_stats(
+    state: OffsetState,
+    share: ShareStateStore | None,
+    share_groups: dict[str, list[tuple[str, int, SharePartition]]],
+    share_errors: dict[str, int] | None,
+    unnamed: int,
+) -> ShareStats:
+    errors = dict(share.errors) if share is not None else {}
+    for reason, n in (share_errors or {}).items():
+        errors[reason] = errors.get(reason, 0) + n
+    return ShareStats(
+        applied=() if share is None else tuple(sorted(share.applied.items())),
+        errors=tuple(sorted(errors.items())),
+        unnamed_partitions=unnamed,
+        orphan_partitions=sum(len(p) for g, p in share_groups.items() if g not in state.groups),
+    )
+
+
 def _allowed(name: str, allow: re.Pattern[str] | None, deny: re.Pattern[str] | None) -> bool:
     if allow is not None and not allow.search(name):
         return False
@@ -187,15 +205,6 @@ class SnapshotBuilder:
             groups.append(snapshot)
         groups.sort(key=lambda g: g.view.group_id)
         self.views.retain(state.groups)
-        errors = dict(share.errors) if share is not None else {}
-        for reason, n in (share_errors or {}).items():
-            errors[reason] = errors.get(reason, 0) + n
-        share_stats = ShareStats(
-            applied=() if share is None else tuple(sorted(share.applied.items())),
-            errors=tuple(sorted(errors.items())),
-            unnamed_partitions=unnamed,
-            orphan_partitions=sum(len(p) for g, p in share_groups.items() if g not in state.groups),
-        )
         return Snapshot(
             now_ms,
             ready,
@@ -203,7 +212,32 @@ class SnapshotBuilder:
             tracked,
             self.views.assignment_decode_errors,
             self.diagnosis_errors,
-            share_stats,
+            _share_stats(state, share, share_groups, share_errors, unnamed),
+        )
+
+    def catching_up(
+        self,
+        state: OffsetState,
+        now_ms: int,
+        share: ShareStateStore | None = None,
+        share_errors: dict[str, int] | None = None,
+    ) -> Snapshot:
+        """The snapshot served before the first pass is done: counters only, no groups.
+
+        Rows, lag and status of a state still replaying history were built every interval and
+        thrown away (nothing group-level is exported before ready: /metrics leaves them out,
+        the console history skips them); that was over half of a catch-up's CPU. The API and
+        the console say "not ready" with no groups until the first ready build.
+        """
+        share_groups = {} if share is None else share.groups()
+        return Snapshot(
+            now_ms,
+            False,
+            (),
+            0,
+            self.views.assignment_decode_errors,
+            self.diagnosis_errors,
+            _share_stats(state, share, share_groups, share_errors, 0),
         )
 
     def _share(
@@ -386,7 +420,8 @@ class SnapshotBuilder:
         fast its lag shrinks (per ms; None when no start-of-window lag is known)."""
         cfg = self.status_config
         present = table.present
-        size = len(present)
+        # slots past the highest committed partition are the table's spare capacity
+        size = present.rfind(1) + 1
         committed_all = table.committed
         commit_ts_all = table.commit_ts
         window_offset = table.window_offset
@@ -400,10 +435,10 @@ class SnapshotBuilder:
         if present.count(1) == size:
             numbers: Sequence[int] = range(size)
             partitions = array("q", numbers)
-            committed = committed_all[:]
-            epochs = table.leader_epoch[:]
-            commit_ts = commit_ts_all[:]
-            metadata = ("",) * size if table.metadata is None else tuple(table.metadata)
+            committed = committed_all[:size]
+            epochs = table.leader_epoch[:size]
+            commit_ts = commit_ts_all[:size]
+            metadata = ("",) * size if table.metadata is None else tuple(table.metadata[:size])
         else:
             numbers = list(compress(range(size), present))
             partitions = array("q", numbers)
@@ -471,7 +506,7 @@ class SnapshotBuilder:
             if lag < 0:
                 lag = 0
             lags[i] = lag
-            lag_s[i] = lag_seconds(history, offset, now_ms).seconds
+            lag_s[i] = history.lag_s(offset, now_ms)
             start_end = history.log_end_at(start_ms)
             start_lag = None
             if start_end is not None:
