@@ -8,7 +8,7 @@ them. The console and Prometheus tests show the same queues through a real expor
 from __future__ import annotations
 
 from offsetwatch.decoder.codec import Codec
-from offsetwatch.decoder.records import Record
+from offsetwatch.decoder.records import Record, ShareStateRecord
 from offsetwatch.decoder.share_state import ShareStateCodec
 from offsetwatch.exporter.group_views import GroupViews
 from offsetwatch.exporter.share_state import ShareStateStore
@@ -24,12 +24,15 @@ def _run(
     queue = ShareQueue("q", behaviour, "orders", partitions, 10.0, ShareRecords())
     group_records: list[KeyValue] = []
     state_records: list[tuple[int, bytes, bytes | None]] = []
+
+    def write_group(_group: str, records: list[KeyValue]) -> None:
+        group_records.extend(records)
+
+    def write_state(partition: int, key: bytes, value: bytes | None) -> None:
+        state_records.append((partition, key, value))
+
     for end in ends:
-        queue.step(
-            lambda _topic, _p, end=end: end,
-            lambda _group, records: group_records.extend(records),
-            lambda *record: state_records.append(record),
-        )
+        queue.step(lambda _topic, _partition: end, write_group, write_state)  # noqa: B023
     state = OffsetState()
     codec = Codec()
     for offset, (key, value) in enumerate(group_records):
@@ -40,10 +43,11 @@ def _run(
     share_codec = ShareStateCodec()
     for offset, (partition, key, value) in enumerate(state_records):
         assert 0 <= partition < SHARE_STATE_PARTITIONS
-        record = share_codec.decode(key, value, partition, offset, 1_000 + offset)
+        share = share_codec.decode(key, value, partition, offset, 1_000 + offset)
+        assert isinstance(share, ShareStateRecord)
         # byte-exact: what the decoder reads, the encoder writes back
-        assert share_codec.encode(record) == (key, value)
-        store.apply(record)  # type: ignore[arg-type]
+        assert share_codec.encode(share) == (key, value)
+        store.apply(share)
     return state, store
 
 
