@@ -36,9 +36,13 @@ def test_log_end_branches_come_after_the_unknown_ones() -> None:
     keys = names(fields["key"])
     values = names(fields["value"])
     assert keys[: len(key_classes()) + 1] == [c.__name__ for c in key_classes()] + ["UnknownKey"]
-    assert keys[len(key_classes()) + 1 :] == ["LogEndKey"]
+    # appended after them, so that no earlier branch number moves: the log-end branches,
+    # then __share_group_state's (added later still)
+    assert keys[len(key_classes()) + 1] == "LogEndKey"
     assert values[len(value_classes()) + 1] == "UnknownValue"
-    assert values[len(value_classes()) + 2 :] == ["LogEndValue"]
+    assert values[len(value_classes()) + 2] == "LogEndValue"
+    assert keys[len(key_classes()) + 2 :] == ["SharePartitionKey"]
+    assert all(v.startswith("Share") for v in values[len(value_classes()) + 3 :])
 
 
 def test_key_type_minus_one_on_the_wire_is_an_unknown_record_not_a_sample() -> None:

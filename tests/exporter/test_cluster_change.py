@@ -99,7 +99,11 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
             assert api_group(service, old_group).status == 404
             wait_for(lambda: readyz(service).status == 200, "ready again, on the new cluster")
             warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-            changed = [w for w in warnings if first_id in w and second_id in w]
+            changed = [
+                w
+                for w in warnings
+                if w.startswith("the Kafka cluster behind") and first_id in w and second_id in w
+            ]
             assert len(changed) == 1, warnings
             wait_for(
                 lambda: load_checkpoint(checkpoint).meta.cluster_id == second_id,
