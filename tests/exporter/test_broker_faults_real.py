@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.service import ExporterService
@@ -100,7 +100,8 @@ def positions_of(broker: Broker, topic: str, partitions: int) -> list[dict[str, 
             assert message is not None, f"{topic}: no end within 15 s"
             error = message.error()
             if error is not None:
-                ended.add(message.partition())
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                ended.add(message.partition() or 0)
                 continue
             out.append(
                 {
