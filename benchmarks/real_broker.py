@@ -77,7 +77,11 @@ from confluent_kafka import (  # noqa: E402
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # noqa: E402
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: E402
+    AdminClient,
+    NewTopic,
+    OffsetSpec,
+)
 
 from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.exporter.kafka_source import consumer_config  # noqa: E402
@@ -384,12 +388,28 @@ def create_topics(broker: Broker, topics: dict[str, int]) -> None:
             name in known
             and len(known[name].partitions) == count
             and all(p.error is None and p.leader >= 0 for p in known[name].partitions.values())
+            and _serving(admin, name, count)
             for name, count in topics.items()
         ):
             return
         if time.perf_counter() > deadline:
             raise RuntimeError(f"topics without leaders 120 s after their creation: {topics}")
         time.sleep(0.5)
+
+
+def _serving(admin: AdminClient, topic: str, count: int) -> bool:
+    """Whether every partition answers ListOffsets: a leader in the metadata may still answer
+    NOT_LEADER_FOR_PARTITION for a moment, and `offsets reset` does not retry that."""
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    futures = admin.list_offsets(
+        {TopicPartition(topic, p): latest for p in range(count)}, request_timeout=30
+    )
+    try:
+        for future in futures.values():
+            future.result()
+    except KafkaException:
+        return False
+    return True
 
 
 def fill_topics(broker: Broker, topics: dict[str, int], per_partition: int) -> None:
