@@ -167,7 +167,9 @@ def _row(
     status = Status.ERR
     if history is not None and latest is not None:
         log_end = latest[1]
-        lag = max(0, log_end - start - acknowledged - archived)
+        # start -1: Kafka has not persisted the partition's state yet (acquired records are
+        # not persisted); count from offset 0, not from -1 (one more than the whole log)
+        lag = max(0, log_end - max(start, 0) - acknowledged - archived)
         seconds = 0.0 if lag == 0 else lag_seconds(history, state.oldest_pending(), now_ms).seconds
         status = _status(state, history, lag, live, window_start_ms, cfg)
         if poison and status is Status.OK:

@@ -47,7 +47,7 @@ class ShareRow:
 
     topic: str
     partition: int
-    start_offset: int
+    start_offset: int | None
     log_end: int | None
     acknowledged: int
     archived: int
@@ -90,7 +90,8 @@ def _share_rows(share: Mapping[str, Any]) -> list[ShareRow]:
             ShareRow(
                 str(p["topic"]),
                 int(p["partition"]),
-                int(p["start_offset"]),
+                # -1: Kafka has not persisted this share partition's state yet
+                start if (start := int(p["start_offset"])) >= 0 else None,
                 p.get("log_end"),
                 int(records.get("acknowledged", 0)),
                 int(records.get("archived", 0)),

@@ -30,6 +30,8 @@ under CI=true, without a JDK).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -49,12 +51,23 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from offsetwatch.cli import main as cli_main
 from offsetwatch.exporter.api import group_detail
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
+from offsetwatch.exporter.http_server import ExporterHttpServer
 from offsetwatch.exporter.log_end_sampler import LogEndSampler
+from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.share_snapshot import ShareStatusConfig
-from tests.real_broker import Broker, kafka_home, own_broker, require_broker, run_tool, unique
+from tests.real_broker import (
+    Broker,
+    broker_script,
+    kafka_home,
+    own_broker,
+    require_broker,
+    run_tool,
+    unique,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -276,6 +289,103 @@ def _kafka_starts(states: list[tuple[str, int, dict[str, Any]]]) -> dict[tuple[s
     return {(g, p): v["startOffset"] for g, p, v in states if v["startOffset"] != -1}
 
 
+def _tool(broker: Broker, name: str, *args: str) -> subprocess.Popen[str]:
+    """Kafka's tool started in the background (a JVM each: several run at once)."""
+    command = [str(broker_script()), "tool", name, "--bootstrap-server", broker.bootstrap, *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _answer(process: subprocess.Popen[str]) -> list[list[str]]:
+    """A tool's table without its header, split on whitespace."""
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err
+    return [line.split() for line in out.splitlines()[1:] if line.strip()]
+
+
+def _offsetwatch(*argv: str) -> Any:
+    """`offsetwatch ARGV --format json` in this process: its JSON answer."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli_main([*argv, "--format", "json"])
+    assert code == 0, (argv, out.getvalue())
+    return json.loads(out.getvalue())
+
+
+def _groups_cli_agrees(
+    broker: Broker, watched: Watched, group: str, topic: str, created: set[str]
+) -> None:
+    """`offsetwatch groups list|describe [--members|--state]` for a share group with one member
+    holding 3 records, through the exporter's HTTP API, field by field against Kafka's
+    kafka-share-groups.sh (--members, --state, --describe) and kafka-groups.sh --list."""
+    detail = _until(
+        lambda: (d := watched.detail(group)) is not None and len(d["members"]) == 1 and d,
+        f"{group}'s member in the exporter",
+        watched.step,
+    )
+    member_id = detail["members"][0]["member_id"]
+    exp = watched.exporter
+    snapshot = exp.build_snapshot(exp.clock_ms())  # served as is: the test thread waits
+    describe = ("kafka-share-groups.sh", "--describe", "--group", group)
+    kafka_before = _tool(broker, "kafka-groups.sh", "--list")
+    members = _tool(broker, *describe, "--members")
+    state = _tool(broker, *describe, "--state")
+    offsets = _tool(broker, *describe)
+    collector = SnapshotCollector(lambda: (snapshot, exp.stats))
+    with ExporterHttpServer(collector, "127.0.0.1", 0) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        common = ("--bootstrap-server", broker.bootstrap, "--exporter", url)
+        ours_list = _offsetwatch("groups", "list", *common)
+        ours_members = _offsetwatch("groups", "describe", group, "--members", *common)
+        ours_state = _offsetwatch("groups", "describe", group, "--state", *common)
+        (ours,) = _offsetwatch("groups", "describe", group, *common)
+    kafka_after = _answer(_tool(broker, "kafka-groups.sh", "--list"))
+
+    # members: CONSUMER-ID HOST CLIENT-ID ASSIGNMENT (Kafka: q:1,q:0; ours: q:0,1)
+    ((k_group, k_member, k_host, k_client, k_assignment),) = _answer(members)
+    assert k_group == group and k_member == member_id
+    assert ours_members == [
+        {
+            "group": group,
+            "consumer_id": k_member,
+            "host": k_host,
+            "client_id": k_client,
+            "partitions": len(k_assignment.split(",")),
+            "assignment": f"{topic}:0",
+        }
+    ]
+    assert k_assignment == f"{topic}:0"
+    # state: GROUP COORDINATOR (ID) STATE #MEMBERS ("127.0.0.1:P  (1)": two words)
+    ((k_group, k_host_port, k_id, k_state, k_members),) = _answer(state)
+    (mine,) = ours_state
+    assert mine["coordinator_id"] == f"{k_host_port} {k_id}"
+    assert (mine["state"], mine["members"], mine["type"]) == (
+        k_state.upper(),
+        int(k_members),
+        "SHARE",
+    )
+    # offsets: Kafka 4.0 prints the partition's log end as START-OFFSET; ours is the group's
+    ((k_group, k_topic, k_partition, k_start),) = _answer(offsets)
+    (share_row,) = ours["share_partitions"]
+    assert (k_group, k_topic, int(k_partition)) == (
+        group,
+        share_row["topic"],
+        share_row["partition"],
+    )
+    assert share_row["log_end_offset"] == int(k_start) == 3
+    # acquired records are not persisted: until Kafka writes this share partition's state
+    # (here: when the lock expires) its start is unknown (-1 in __share_group_state)
+    assert share_row["start_offset"] in (None, 0) and share_row["lag"] == 3
+    assert ours["partitions"] == [] and ours["total_lag"] == 3 and ours["type"] == "SHARE"
+    # list: GROUP TYPE PROTOCOL. Kafka deletes empty share groups after a while, and the
+    # exporter may show a deletion later: ours lies between Kafka's two answers
+    listed = {x["group"]: x for x in ours_list if x["group"] in created}
+    assert all(x["type"] == "SHARE" for x in listed.values())
+    shares_before = {g for g, kind, _proto in _answer(kafka_before) if kind == "Share"}
+    shares_after = {g for g, kind, _proto in kafka_after if kind == "Share"}
+    assert shares_after & created <= set(listed) <= created
+    assert group in shares_before and listed[group]["state"] == k_state.upper()
+
+
 def test_queues_on_the_real_broker(
     broker: Broker, compiling: Compiling, driver: Driver, watched: Watched
 ) -> None:
@@ -361,6 +471,8 @@ def test_queues_on_the_real_broker(
     groups["killed"] = group
     holder = _start_driver(compiling.classes(), broker)
     assert sorted(holder.call(f"hold {group} {topic} 3")) == [0, 1, 2]
+    # while it holds them: `offsetwatch groups` against Kafka's own tools
+    _groups_cli_agrees(broker, watched, group, topic, set(groups.values()))
     holder.process.kill()
     holder.process.wait(60)
     # the lock expires: Kafka releases them and persists them available, delivered once or more

@@ -227,3 +227,14 @@ def test_stall_when_start_offset_does_not_move() -> None:
     assert _rows(store, history, 1, 2_000).status is Status.STALL  # type: ignore[attr-defined]
     store.apply(_update(110, ts=2_100))
     assert _rows(store, history, 1, 2_200).status is Status.OK  # type: ignore[attr-defined]
+
+
+def test_uninitialised_start_counts_lag_from_offset_zero() -> None:
+    # Kafka 4.0 writes start -1 until it persists a share partition's state (acquired records
+    # are not persisted): the real-broker test saw lag 4 for 3 held records (3 - (-1))
+    store = ShareStateStore()
+    store.apply(_snapshot(-1, ts=0))
+    history = LogEndHistory()
+    history.record(0, 3)
+    (row,) = _rows(store, history, 1, 500).partitions  # type: ignore[attr-defined]
+    assert row.start_offset == -1 and row.lag == 3
