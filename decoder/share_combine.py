@@ -48,7 +48,7 @@ AVAILABLE: Final = 0
 ACKNOWLEDGED: Final = 2
 ARCHIVED: Final = 4
 KNOWN_STATES: Final = frozenset({AVAILABLE, ACKNOWLEDGED, ARCHIVED})
-#: Kafka's default `group.share.delivery.attempt.limit`: a record delivered this often is
+#: Kafka's default `group.share.delivery.count.limit`: a record delivered this often is
 #: archived by the broker, so one at or above it (or archived) is a poison record
 DEFAULT_POISON_LIMIT: Final = 5
 

@@ -12,7 +12,7 @@ when a snapshot is built. Per share partition:
   groups (exporter/lag.py);
 * the highest delivery count, and the poison batches: records available again after
   `redelivery_warn` deliveries or more (redelivered again and again), or archived after
-  `delivery_limit` deliveries (given up at the broker's `group.share.delivery.attempt.limit`).
+  `delivery_limit` deliveries (given up at the broker's `group.share.delivery.count.limit`).
 
 Status of a queue (docs/status-rules.md, "Share groups"), first match wins:
 ERR (log end unknown), OK (no lag), STOP (records wait and the group has no members),
@@ -42,7 +42,7 @@ UNKNOWN: Final = -1
 @dataclass(frozen=True, slots=True)
 class ShareStatusConfig:
     window_ms: int = 600_000
-    #: the broker's group.share.delivery.attempt.limit: archived at it = given up
+    #: the broker's group.share.delivery.count.limit: archived at it = given up
     delivery_limit: int = 5
     #: records available again after this many deliveries are "redelivered again and again"
     redelivery_warn: int = 3

@@ -41,7 +41,7 @@ class AnalyticsSettings:
     #: a baseline below this many commits per window is too thin to judge
     rate_min_baseline_commits: float = 10.0
     #: share groups: a record past the start offset delivered this often (or archived) is
-    #: poison (Kafka's default group.share.delivery.attempt.limit)
+    #: poison (Kafka's default group.share.delivery.count.limit)
     poison_limit: int = 5
     #: only history up to here is read (epoch ms; None: to the end of the data)
     until_ms: int | None = None
