@@ -98,7 +98,7 @@ def detail_row() -> Row:
             timeseries(
                 "Poison records and deliveries per partition",
                 "Poison records of each share partition, and the highest delivery count past "
-                "its start offset (records archived at group.share.delivery.attempt.limit reach "
+                "its start offset (records archived at group.share.delivery.count.limit reach "
                 "it).",
                 "short",
                 Query(
