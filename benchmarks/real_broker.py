@@ -893,9 +893,10 @@ def bench_reset(broker: Broker, args: argparse.Namespace) -> None:
         f"({count} topics x {per_topic}) ({load()})"
     )
     # bench-data exists when part 1 ran (its 100 records per partition are kept); the other
-    # topics stay empty: producing 5 records into each of 9,000 new partitions timed out and
-    # took the broker down on this loaded machine. Commits past the log end are accepted, so
-    # before each run both groups get non-zero offsets again and every run moves ~99% of them.
+    # topics stay empty: producing 5 records into each of 9,000 new partitions timed out on
+    # this loaded machine (the partitions took minutes to get a leader). Commits past the log
+    # end are accepted, so before each run both groups get non-zero offsets again and every
+    # run moves ~99% of them.
     existing = broker.admin().list_topics(timeout=30).topics
     create_topics(broker, {name: n for name, n in topics.items() if name not in existing})
     ours_group, kafka_group = "bench-reset-offsetwatch", "bench-reset-kafka"
