@@ -708,22 +708,27 @@ class Exporter:
             return
         histories, missing = self.histories, self._missing
         if all(key in histories or key in missing for key in tracked):
-            self.stats.mark_ready(self.clock_ms())
-            # publish lag and status at once, not at the next snapshot interval
-            self._next_snapshot_ms = 0
+            now_ms = self.clock_ms()
+            # lag and status at once, not at the next snapshot interval, and served before
+            # /readyz says ready: whoever waits for it never gets the catch-up's empty snapshot
+            self.build_snapshot(now_ms, ready=True)
+            self._next_snapshot_ms = now_ms + int(self.config.snapshot_interval_s * 1000)
+            self.stats.mark_ready(now_ms)
             log.info("ready: caught up with %s", self.config.offsets_topic)
         elif not self._sample_requested and self.request_sample is not None:
             # caught up: sample the log ends of what is now tracked at once
             self._sample_requested = True
             self.request_sample()
 
-    def build_snapshot(self, now_ms: int) -> Snapshot:
+    def build_snapshot(self, now_ms: int, ready: bool | None = None) -> Snapshot:
+        """The snapshot served from now on; `ready` (default: the stats' readiness) says
+        whether it is a full one or the counters-only one of a catch-up."""
         started = time.perf_counter()
         window_ms = int(self.config.status_window_s * 1000)
         self.state.roll_windows(now_ms, window_ms)
         self.share_store.roll_windows(now_ms, window_ms)
         undecodable = sum(self.share_ingestor.decode_errors.values())
-        if not self.stats.ready:
+        if not (self.stats.ready if ready is None else ready):
             # catching up: no rows, lag, status nor diagnosis (nothing shows them before
             # ready); _check_ready asks for the first full build the moment it is ready
             snapshot = self.builder.catching_up(
