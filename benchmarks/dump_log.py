@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -49,6 +51,8 @@ from offsetwatch.decoder.canonical import dumps  # noqa: E402
 KAFKA_WALL = 7.8
 KAFKA_CPU = 10.6
 TARGET_SPEEDUP = 2.0
+#: issue 22: against Kafka's tool measured beside it in the same run
+TARGET_SPEEDUP_MEASURED = 5.0
 SEGMENT_NAME = "00000000000000000000.log"
 
 #: the naive renderer, for `python -c` (argv[1] is the segment)
@@ -121,11 +125,23 @@ def in_process(segment: Path, output: str = os.devnull) -> tuple[float, float]:
     return wall, cpu
 
 
-def child(argv: list[str]) -> tuple[float, float, float]:
+def kafka_tool() -> list[str] | None:
+    """Kafka 4.0.0's own kafka-dump-log (../shared/kafka), None when it is not there."""
+    script = bench_dir().parent / "kafka" / "dist" / "bin" / "kafka-dump-log.sh"
+    if not script.exists() or not shutil.which("java"):
+        return None
+    return [str(script), "--offsets-decoder", "--deep-iteration", "--files"]
+
+
+#: Kafka's tools open an RMI port for JMX by default (see ../shared/kafka/README.md)
+KAFKA_ENV: Final = {**os.environ, "KAFKA_JMX_OPTS": "-Dkafka.jmx.disabled=true"}
+
+
+def child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(wall, CPU, peak RSS MB) of one child process writing to /dev/null."""
     with open(os.devnull, "wb") as devnull, tempfile.TemporaryFile() as errors:
         wall = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=devnull, stderr=errors, cwd=REPO_ROOT)
+        proc = subprocess.Popen(argv, stdout=devnull, stderr=errors, cwd=REPO_ROOT, env=env)
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - wall
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -185,6 +201,34 @@ def check_identical(segment: Path, workdir: Path) -> int:
     return fast_lines
 
 
+def side_by_side(segment: Path, script: list[str], tool: list[str], repeat: int) -> None:
+    """The console script and Kafka's tool alternately (so that both see the same load):
+    the medians of the wall and CPU times and their ratio, the figure issue 22 asks for."""
+    ours: list[tuple[float, float, float]] = []
+    theirs: list[tuple[float, float, float]] = []
+    for _ in range(repeat):
+        ours.append(child([*script, str(segment)]))
+        theirs.append(child([*tool, str(segment)], KAFKA_ENV))
+    print(
+        f"\nside by side, {repeat} alternating runs each (medians), load average "
+        f"{os.getloadavg()[0]:.1f} at the end:"
+    )
+    rows = (("kafka-dump-log --offsets-decoder (measured)", theirs), ("offsetwatch decode", ours))
+    for name, runs in rows:
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
+        print(f"  {name:<44}{wall:>8.2f} s wall{cpu:>8.2f} s CPU{rss:>8,.0f} MB")
+    wall_ratio = statistics.median(t[0] for t in theirs) / statistics.median(o[0] for o in ours)
+    cpu_ratio = statistics.median(t[1] for t in theirs) / statistics.median(o[1] for o in ours)
+    per_run = ", ".join(f"{t[0] / o[0]:.2f}x" for o, t in zip(ours, theirs, strict=True))
+    verdict = "met" if wall_ratio >= TARGET_SPEEDUP_MEASURED else "NOT met"
+    print(
+        f"  offsetwatch is {wall_ratio:.2f}x faster (wall; per pair {per_run}), "
+        f"{cpu_ratio:.2f}x less CPU; goal {TARGET_SPEEDUP_MEASURED:g}x wall: {verdict}"
+    )
+
+
 def report(results: list[Result], records: int) -> None:
     print()
     header = f"{'':<44}{'wall s':>8}{'CPU s':>8}{'records/s':>12}{'vs kafka':>10}{'RSS MB':>8}"
@@ -216,6 +260,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
     parser.add_argument("--baseline-repeat", type=int, default=1, help="runs of the baseline")
     parser.add_argument("--segment", type=Path, help="an already decompressed segment file")
+    parser.add_argument(
+        "--kafka-repeat", type=int, default=3, help="alternating runs beside Kafka's tool (0: none)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dump-log-bench-") as tmp:
         workdir = Path(tmp)
@@ -246,6 +293,11 @@ def main() -> None:
                     lambda: in_process(segment),
                 )
             )
+        tool = kafka_tool()
+        if tool is None:
+            print("\nKafka's kafka-dump-log (../shared/kafka) or java not found: not measured")
+        elif args.kafka_repeat > 0:
+            side_by_side(segment, script, tool, args.kafka_repeat)
     report(results, records)
     load = os.getloadavg()[0]
     print(
