@@ -14,7 +14,8 @@ shares the one partition whose positions the checkpoint records).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,18 @@ def port() -> Iterator[int]:
     yield free_port_pair()
 
 
+def _recovered(record: Callable[[str, object], None], fault: str, since: float) -> None:
+    """Measured, never asserted: the README's Reliability table reports it."""
+    recovery_s = round(time.monotonic() - since, 1)
+    record("recovery_s", recovery_s)
+    print(f"{fault}: the new cluster's state served {recovery_s} s after it was there")
+
+
 def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
-    tmp_path: Path, port: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    port: int,
+    caplog: pytest.LogCaptureFixture,
+    record_property: Callable[[str, object], None],
 ) -> None:
     first = start_broker(tmp_path / "first", ONE_PARTITION, port=port)
     second: Broker | None = None
@@ -84,6 +95,7 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
             )
             first.control("kill")
             second = start_broker(tmp_path / "second", ONE_PARTITION, port=port)
+            back = time.monotonic()  # measured for the README's Reliability table
             second_id = cluster_id(second)
             assert second_id != first_id
             second.create_topic(topic, 2)
@@ -98,6 +110,7 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
             # the dead cluster's group is gone, not served beside the new one
             assert api_group(service, old_group).status == 404
             wait_for(lambda: readyz(service).status == 200, "ready again, on the new cluster")
+            _recovered(record_property, "new cluster behind the address", back)
             warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
             changed = [
                 w
@@ -117,7 +130,10 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
 
 
 def test_a_checkpoint_of_another_cluster_is_never_used(
-    tmp_path: Path, port: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    port: int,
+    caplog: pytest.LogCaptureFixture,
+    record_property: Callable[[str, object], None],
 ) -> None:
     """The new cluster's topic is longer than the checkpoint's positions: a position check
     alone would accept them, skip the new cluster's first records and serve the old groups."""
@@ -144,12 +160,14 @@ def test_a_checkpoint_of_another_cluster_is_never_used(
             second.commit(new_group, {(topic, 0): offset})
         second_id = cluster_id(second)
         config = exporter_config(second.bootstrap, checkpoint_path=checkpoint)
+        started = time.monotonic()
         with caplog.at_level(logging.WARNING), running_exporter(config) as service:
             wait_for(lambda: readyz(service).status == 200, "ready on the new cluster")
             wait_for(
                 lambda: offsets_in_api(service, new_group) == {(topic, 0): 8},
                 "the new cluster's group, read from its first record",
             )
+            _recovered(record_property, "checkpoint of another cluster", started)
             assert api_group(service, old_group).status == 404
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert any(first_id in w and second_id in w for w in warnings), warnings
