@@ -222,10 +222,8 @@ _CHILDREN: set[subprocess.Popen[bytes]] = set()
 
 
 def _child_env() -> dict[str, str]:
-    """The environment without OFFSETWATCH_KAFKA_DIR (where tests/real_broker.py finds the
-    broker): offsetwatch reads every OFFSETWATCH_KAFKA_* variable as a librdkafka property
-    and refuses `dir`."""
-    return {k: v for k, v in os.environ.items() if k != "OFFSETWATCH_KAFKA_DIR"}
+    """The environment of the measured children."""
+    return dict(os.environ)
 
 
 def _spawn(argv: Sequence[str], out: int | object) -> subprocess.Popen[bytes]:

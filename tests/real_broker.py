@@ -43,7 +43,7 @@ T = TypeVar("T")
 
 
 def kafka_home() -> Path:
-    configured = os.environ.get("OFFSETWATCH_KAFKA_DIR")
+    configured = os.environ.get("OFFSETWATCH_TEST_KAFKA_HOME")
     return Path(configured) if configured else REPO_ROOT.parent / "shared" / "kafka"
 
 
@@ -56,7 +56,7 @@ def missing_reason() -> str | None:
     if not broker_script().is_file():
         return (
             f"the real Kafka broker is not at {broker_script()}: put ../shared beside the "
-            "checkout or set OFFSETWATCH_KAFKA_DIR to the folder holding `broker`"
+            "checkout or set OFFSETWATCH_TEST_KAFKA_HOME to the folder holding `broker`"
         )
     if shutil.which("java") is None:
         return "java is not on PATH: the real Kafka broker needs Java 17 or newer"
