@@ -17,8 +17,10 @@ through it. docs/spark-sources.md lists the options.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import (
@@ -58,6 +60,15 @@ from offsetwatch.spark_jobs.sources.kafka_ranges import (
 from offsetwatch.spark_jobs.sources.kafka_read import READER_GROUP_ID, read_range
 
 _METADATA_TIMEOUT_S = 30.0
+#: a planned batch's metadata question is asked again this often while the cluster is away
+_RETRY_PAUSE_S = 1.0
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ClusterUnavailable(KafkaOptionError):
+    """The cluster did not answer a metadata question (down, restarting, unreachable)."""
 
 
 class KafkaRangePartition(InputPartition):
@@ -89,7 +100,7 @@ class TopicMetadata:
         try:
             metadata = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
         except KafkaException as error:
-            raise KafkaOptionError(
+            raise ClusterUnavailable(
                 f"cannot read the metadata of topic {topic!r} from "
                 f"{self._options.bootstrap_servers}: {error}"
             ) from None
@@ -104,9 +115,15 @@ class TopicMetadata:
     def watermarks(self, partitions: Sequence[int]) -> dict[int, Watermarks]:
         out: dict[int, Watermarks] = {}
         for partition in partitions:
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self._options.topic, partition), timeout=_METADATA_TIMEOUT_S
-            )
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self._options.topic, partition), timeout=_METADATA_TIMEOUT_S
+                )
+            except KafkaException as error:
+                raise ClusterUnavailable(
+                    f"cannot read the offsets of {self._options.topic}[{partition}] from "
+                    f"{self._options.bootstrap_servers}: {error}"
+                ) from None
             out[partition] = Watermarks(low, high)
         return out
 
@@ -174,6 +191,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: end of the data at prepareForTriggerAvailableNow (Trigger.AvailableNow)
         self.target: dict[int, int] | None = None
         self._metadata: TopicMetadata | None = None
+        #: monotonic time the cluster stopped answering (None while it answers): one
+        #: warning when it goes away and one when it is back, not one per trigger
+        self._away_since: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # the driver-side consumer stays on the driver; executors only need options and rows
@@ -204,9 +224,47 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._latest()[1]
 
+    def _answered(self) -> None:
+        if self._away_since is not None:
+            away = time.monotonic() - self._away_since
+            log.warning("kafka source: the cluster answers again (after %.0f s)", away)
+            self._away_since = None
+
+    def _away(self, error: ClusterUnavailable) -> None:
+        if self._away_since is None:
+            self._away_since = time.monotonic()
+            log.warning("kafka source: %s; the stream waits for it (no new data meanwhile)", error)
+
+    def _waiting(self, question: Callable[[], T]) -> T:
+        """`question()`, asked again while the cluster is away, up to the read's own limit
+        (kafkaConsumer.pollTimeoutMs): the batch is planned, Spark's checkpoint holds it."""
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+        while True:
+            try:
+                answer = question()
+            except ClusterUnavailable as error:
+                if time.monotonic() >= deadline:
+                    raise
+                self._away(error)
+                time.sleep(_RETRY_PAUSE_S)
+                continue
+            self._answered()
+            return answer
+
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         topic = self.options.topic
-        marks, latest = self._latest()
+        try:
+            marks, latest = self._latest()
+        except ClusterUnavailable as error:
+            if self.target is not None:
+                # Trigger.AvailableNow ends at the first trigger without new data: carrying
+                # on would end the run as if it had read everything
+                raise
+            # a stream outlives a broker's restart: this trigger has no new data, a later
+            # one reads on from the same offsets (it failed the query before)
+            self._away(error)
+            return start
+        self._answered()
         if self.target is not None:
             # Trigger.AvailableNow: nothing past what existed when the query started
             latest = {p: min(o, self.target.get(p, marks[p].low)) for p, o in latest.items()}
@@ -221,7 +279,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = from_stream_offset(topic, end)
         if not ends:
             return []
-        marks = self._cluster().watermarks(sorted(ends))
+        cluster = self._cluster()
+        marks = self._waiting(lambda: cluster.watermarks(sorted(ends)))
         known = from_stream_offset(topic, start)
         starts = {p: known.get(p, marks[p].low) for p in ends}
         ranges = plan_ranges(starts, ends, marks, topic, self.options.fail_on_data_loss)
