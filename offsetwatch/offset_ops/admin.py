@@ -8,6 +8,7 @@ travel together instead of one round trip after another.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Final
@@ -239,18 +240,31 @@ class AdminBroker:
             spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         else:
             spec = OffsetSpec.for_timestamp(int(query))
-        self._requests += 1
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=_TIMEOUT_S
-        )
         out: dict[TopicPartitionKey, int] = {}
-        for tp, future in futures.items():
-            try:
-                out[_key(tp)] = future.result().offset
-            except KafkaException as exc:
-                raise OffsetOpsError(
-                    f"listing offsets of {tp.topic}:{tp.partition} failed: {exc}"
-                ) from exc
+        pending = list(partitions)
+        deadline = time.monotonic() + _TIMEOUT_S
+        while pending:
+            self._requests += 1
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in pending}, request_timeout=_TIMEOUT_S
+            )
+            retry: list[TopicPartitionKey] = []
+            for tp, future in futures.items():
+                try:
+                    out[_key(tp)] = future.result().offset
+                except KafkaException as exc:
+                    error = _error(exc)
+                    # a leader moving (a broker restart, a rolling upgrade, a new partition
+                    # coming online) is asked again, as Kafka's own tools do
+                    if error is not None and error.retriable() and time.monotonic() < deadline:
+                        retry.append(_key(tp))
+                        continue
+                    raise OffsetOpsError(
+                        f"listing offsets of {tp.topic}:{tp.partition} failed: {_error_text(exc)}"
+                    ) from exc
+            if retry:
+                time.sleep(0.5)
+            pending = retry
         return out
 
     def alter(self, group_id: str, offsets: Mapping[TopicPartitionKey, Committed]) -> None:

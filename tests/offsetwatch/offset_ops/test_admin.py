@@ -136,3 +136,42 @@ def test_metadata_with_a_trailing_nul(cluster: MockCluster) -> None:
     raw_offset_commit(cluster.bootstrap_servers, "g", "orders", 2, b"admin-reset\x00")
     broker = AdminBroker({"bootstrap.servers": cluster.bootstrap_servers})
     assert broker.committed({"g": None})["g"] == {("orders", 0): Committed(2, "admin-reset", 0)}
+
+
+class _LeaderMoving:
+    """An AdminClient whose ListOffsets answers NOT_LEADER_FOR_PARTITION `failures` times."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def list_offsets(
+        self, request: dict[TopicPartition, object], **_: object
+    ) -> dict[object, object]:
+        from concurrent.futures import Future
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.calls += 1
+        out: dict[object, object] = {}
+        for tp in request:
+            future: Future[object] = Future()
+            if self.calls <= self.failures:
+                error = KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION, retriable=True)
+                future.set_exception(KafkaException(error))
+            else:
+                future.set_result(SimpleNamespace(offset=7))
+            out[tp] = future
+        return out
+
+
+def test_a_leader_moving_is_asked_again_as_kafkas_tools_do(cluster: MockCluster) -> None:
+    broker = AdminBroker({"bootstrap.servers": cluster.bootstrap_servers})
+    moving = _LeaderMoving(failures=2)
+    broker._admin = moving  # type: ignore[assignment]
+    assert broker.list_offsets([("orders", 0), ("orders", 1)], LATEST) == {
+        ("orders", 0): 7,
+        ("orders", 1): 7,
+    }
+    assert moving.calls == 3
