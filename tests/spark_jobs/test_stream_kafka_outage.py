@@ -89,11 +89,12 @@ def _produce_in_one_transaction(broker: Broker, topic: str, records: Alerts) -> 
     producer = Producer(
         {"bootstrap.servers": broker.bootstrap, "transactional.id": unique("stream-outage-txn")}
     )
-    producer.init_transactions(60)
+    # generous: right after a restart the transaction coordinator loads its state first
+    producer.init_transactions(120)
     producer.begin_transaction()
     for record in records:
         producer.produce(topic, value=json.dumps(record).encode(), partition=0)
-    producer.commit_transaction(60)
+    producer.commit_transaction(120)
 
 
 def _started_after(progress: StreamingQueryProgress, wall_s: float) -> bool:
