@@ -60,6 +60,9 @@ from offsetwatch.spark_jobs.sources.kafka_ranges import (
 from offsetwatch.spark_jobs.sources.kafka_read import READER_GROUP_ID, read_range
 
 _METADATA_TIMEOUT_S = 30.0
+#: a trigger's question for the latest offsets: unanswered, the trigger just has no new data
+#: and the next one asks again, so it need not wait as long as a question that must succeed
+_TRIGGER_TIMEOUT_S = 10.0
 #: a planned batch's metadata question is asked again this often while the cluster is away
 _RETRY_PAUSE_S = 1.0
 
@@ -95,10 +98,10 @@ class TopicMetadata:
         self._options = options
         self._consumer = Consumer(options.consumer_config(READER_GROUP_ID))
 
-    def partitions(self) -> list[int]:
+    def partitions(self, timeout_s: float = _METADATA_TIMEOUT_S) -> list[int]:
         topic = self._options.topic
         try:
-            metadata = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+            metadata = self._consumer.list_topics(topic, timeout=timeout_s)
         except KafkaException as error:
             raise ClusterUnavailable(
                 f"cannot read the metadata of topic {topic!r} from "
@@ -112,12 +115,14 @@ class TopicMetadata:
             )
         return sorted(found.partitions)
 
-    def watermarks(self, partitions: Sequence[int]) -> dict[int, Watermarks]:
+    def watermarks(
+        self, partitions: Sequence[int], timeout_s: float = _METADATA_TIMEOUT_S
+    ) -> dict[int, Watermarks]:
         out: dict[int, Watermarks] = {}
         for partition in partitions:
             try:
                 low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self._options.topic, partition), timeout=_METADATA_TIMEOUT_S
+                    TopicPartition(self._options.topic, partition), timeout=timeout_s
                 )
             except KafkaException as error:
                 raise ClusterUnavailable(
@@ -206,9 +211,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._metadata = TopicMetadata(self.options)
         return self._metadata
 
-    def _latest(self) -> tuple[dict[int, Watermarks], dict[int, int]]:
+    def _latest(
+        self, timeout_s: float = _METADATA_TIMEOUT_S
+    ) -> tuple[dict[int, Watermarks], dict[int, int]]:
         cluster = self._cluster()
-        marks = cluster.watermarks(cluster.partitions())
+        marks = cluster.watermarks(cluster.partitions(timeout_s), timeout_s)
         return marks, {p: m.high for p, m in marks.items()}
 
     def initialOffset(self) -> StreamOffset:
@@ -254,7 +261,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         topic = self.options.topic
         try:
-            marks, latest = self._latest()
+            marks, latest = self._latest(
+                _METADATA_TIMEOUT_S if self.target is not None else _TRIGGER_TIMEOUT_S
+            )
         except ClusterUnavailable as error:
             if self.target is not None:
                 # Trigger.AvailableNow ends at the first trigger without new data: carrying
