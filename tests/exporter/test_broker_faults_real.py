@@ -135,7 +135,8 @@ def archived_positions(directory: Path) -> list[tuple[int, int]]:
     out = []
     for file in sorted(directory.rglob("*.jsonl")):
         if not file.name.startswith("."):
-            for line in file.read_text().splitlines():
+            # "\n" only: a record's text may hold U+2028, which str.splitlines() splits at
+            for line in filter(None, file.read_text(encoding="utf-8").split("\n")):
                 value = json.loads(line)
                 if value.get("type") != "log_end":
                     out.append((value["partition"], value["offset"]))

@@ -91,7 +91,8 @@ def archived_positions(directory: Path) -> list[tuple[int, int]]:
     for file in sorted(directory.rglob("*.jsonl")):
         if file.name.startswith("."):
             continue
-        for line in file.read_text().splitlines():
+        # "\n" only: a record's text may hold U+2028, which str.splitlines() also splits at
+        for line in filter(None, file.read_text(encoding="utf-8").split("\n")):
             record = json.loads(line)
             if record.get("partition", -1) >= 0 and record.get("type") != "log_end":
                 out.append((record["partition"], record["offset"]))

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,8 +70,30 @@ class HangBeforeCommit:
 
     def alter(self, group_id: str, offsets: Mapping[tuple[str, int], Committed]) -> None:
         os.kill(self._pid, signal.SIGSTOP)
+        wait_stopped(self._pid)
         self.hung = True
         self._inner.alter(group_id, offsets)
+
+
+def wait_stopped(pid: int, timeout_s: float = 30.0) -> None:
+    """Until every thread of `pid` is stopped: kill() returns before the signal has stopped
+    them, and a broker thread still running answered a commit meant to hang (seen once,
+    under load)."""
+    deadline = time.monotonic() + timeout_s
+    tasks = Path(f"/proc/{pid}/task")
+    while True:
+        states = []
+        for task in tasks.iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue  # a thread that ended meanwhile
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+        if states and all(state in ("T", "t") for state in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"broker {pid} not stopped after {timeout_s} s: {states}")
+        time.sleep(0.01)
 
 
 def run_hung(
