@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from binascii import b2a_base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -506,3 +507,98 @@ def _text_renderers(
     # never None for dump-log (every record has a line)
     dump_log_text = cast(Callable[[AnyRecord], str], _line_renderer(compiler, True))
     return dump_log_text, _line_renderer(compiler, False)
+
+
+# -- dump-log lines of offset commits, straight from the record's bytes ----------------------
+
+#: OffsetCommitValue v3 with empty metadata (the bulk of a commit stream): version, offset,
+#: leader epoch, metadata length (0), commit timestamp - 24 bytes
+_COMMIT_V3: Final = struct.Struct(">hqihq")
+_COMMIT_V3_SIZE: Final = 24
+#: what follows the offset in such a line; the key's text and everything up to the offset is
+#: learnt per key from a line the generic renderer made (see `RawCommitLines`)
+_COMMIT_V3_MIDDLE: Final = ',"leaderEpoch":'
+_COMMIT_V3_TAIL: Final = ',"metadata":"","commitTimestamp":'
+_COMMIT_V3_HEAD: Final = '"payload":{"version":"3","data":{"offset":'
+
+
+class RawCommitLines:
+    """dump-log lines of OffsetCommitValue v3 commits with empty metadata, made from the key
+    and value bytes without decoding them into objects (a 1M-commit segment spends most of its
+    time there otherwise).
+
+    `lines(items, ...)` renders the commits whose key was seen already and hands every other
+    item to the generic decode and render, which shows its result to `learn`. A key's text
+    (everything before the offset) is learnt only when the template reproduces that generic
+    line byte for byte, so a line made here is always the line `KafkaJson.dump_log_text`
+    makes of the decoded record.
+    """
+
+    __slots__ = ("_prefixes",)
+
+    def __init__(self) -> None:
+        #: key bytes -> the line up to the offset's digits
+        self._prefixes: dict[bytes, str] = {}
+
+    def lines(
+        self,
+        items: list[Any],
+        record_type: Any,
+        others: Callable[[list[Any]], list[Any]],
+    ) -> list[Any]:
+        """The output of `items`, in order: the lines of the commits this class renders,
+        `others(run)` for each run of the other items. An item of `record_type` is a tuple
+        with the key bytes at index 3 and the value bytes at index 4 (decode_inputs'
+        InputRecord); `others` decodes and renders the generic way, and calls `learn`."""
+        prefixes = self._prefixes
+        unpack = _COMMIT_V3.unpack
+        out: list[Any] = []
+        append = out.append
+        pending: list[Any] = []
+        for item in items:
+            if type(item) is record_type:
+                value = item[4]
+                if value is not None and len(value) == 24:  # _COMMIT_V3_SIZE
+                    prefix = prefixes.get(item[3])
+                    if prefix is not None:
+                        version, offset, epoch, metadata_length, timestamp = unpack(value)
+                        if version == 3 and metadata_length == 0:
+                            if pending:
+                                out += others(pending)  # in place: `append` stays bound
+                                pending = []
+                            # _COMMIT_V3_MIDDLE and _COMMIT_V3_TAIL, inlined
+                            append(
+                                f'{prefix}{offset},"leaderEpoch":{epoch},"metadata":"",'
+                                f'"commitTimestamp":{timestamp}}}}}}}'
+                            )
+                            continue
+            pending.append(item)
+        if pending:
+            out += others(pending)
+        return out
+
+    def learn(self, key: bytes | None, value: bytes | None, record: object, line: object) -> None:
+        """Keep the key's text when `line` (the generic renderer's line of `record`, decoded
+        from `key` and `value`) is what the template would have made."""
+        if (
+            key is None
+            or value is None
+            or len(value) != _COMMIT_V3_SIZE
+            or not isinstance(line, str)
+            or not isinstance(record, Record)
+            or record.value_version != 3
+        ):
+            return
+        version, offset, epoch, metadata_length, timestamp = _COMMIT_V3.unpack(value)
+        if version != 3 or metadata_length != 0:
+            return
+        cut = line.rfind(_COMMIT_V3_HEAD)
+        if cut < 0:
+            return
+        prefix = line[: cut + len(_COMMIT_V3_HEAD)]
+        made = f"{prefix}{offset}{_COMMIT_V3_MIDDLE}{epoch}{_COMMIT_V3_TAIL}{timestamp}}}}}}}"
+        if made != line:
+            return
+        if len(self._prefixes) >= KEY_TEXT_CACHE_SIZE:
+            self._prefixes.clear()
+        self._prefixes[key] = prefix

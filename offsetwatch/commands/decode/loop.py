@@ -15,6 +15,7 @@ from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decode_inputs import BadInput, Chunk, InputRecord, Notice, Source
 from offsetwatch.decoder import Canonical, Codec, DecodeError, KafkaJson, group_of, share_state
 from offsetwatch.decoder.canonical import dumps
+from offsetwatch.decoder.kafka_json import RawCommitLines
 
 #: what hex-jsonl input gets for a record that is filtered out or skipped (one line per line)
 NULL_LINE: Final = "null"
@@ -89,6 +90,10 @@ def _renderer(fmt: str) -> Render:
     return lambda record, status: console_text(record)
 
 
+#: the renderer RawCommitLines stands in for (benchmarks swap `_renderer` for their own)
+_BUILTIN_RENDERER: Final = _renderer
+
+
 def _error_line(message: str) -> str:
     return dumps({"error": message})
 
@@ -122,6 +127,24 @@ class DecodeLoop:
         self.group = args.group
         self.exclude_tombstones = bool(args.exclude_tombstones)
         self.skip_aborted = bool(args.skip_aborted)
+        #: whether records are filtered before they are decoded
+        self.prefiltered = (
+            self.partitions is not None
+            or self.types is not None
+            or self.exclude_tombstones
+            or self.skip_aborted
+        )
+        # dump-log lines of plain offset commits straight from their bytes (the bulk of a
+        # segment); not with --group, which needs the decoded key, nor when the renderer was
+        # swapped (benchmarks/dump_log.py compares against its naive one)
+        self.raw_commits: RawCommitLines | None = None
+        if (
+            args.format == "dump-log"
+            and topic != share_state.SHARE_STATE_TOPIC
+            and self.group is None
+            and _renderer is _BUILTIN_RENDERER
+        ):
+            self.raw_commits = RawCommitLines()
 
     def outputs(
         self, source: Source, advance: Callable[[int, int], None] | None
@@ -144,6 +167,14 @@ class DecodeLoop:
         return f"{error}{where}"
 
     def __call__(self, chunk: Chunk) -> list[Any]:
+        raw_commits = self.raw_commits
+        if raw_commits is not None and not self.prefiltered:
+            return raw_commits.lines(
+                chunk.items, InputRecord, lambda items: self._items(items, chunk.label)
+            )
+        return self._items(chunk.items, chunk.label)
+
+    def _items(self, items: list[Any], label: str) -> list[Any]:
         # locals, bound once per chunk: the loop below runs once per record
         input_record = InputRecord
         notice = Notice
@@ -157,12 +188,11 @@ class DecodeLoop:
         group = self.group
         exclude_tombstones = self.exclude_tombstones
         skip_aborted = self.skip_aborted
-        prefilter = (
-            partitions is not None or types is not None or exclude_tombstones or skip_aborted
-        )
+        learn = None if self.raw_commits is None else self.raw_commits.learn
+        prefilter = self.prefiltered
         out: list[Any] = []
         append = out.append
-        for item in chunk.items:
+        for item in items:
             if type(item) is not input_record:
                 if type(item) is notice:
                     self.reporter.note(item.message)
@@ -188,7 +218,7 @@ class DecodeLoop:
             try:
                 record = decode(key, value, partition, offset, timestamp)
             except decode_error as error:
-                message = self._located(error, item, chunk.label)
+                message = self._located(error, item, label)
                 self.reporter.failure(message)
                 if one_per_line:
                     append(_error_line(message))
@@ -200,6 +230,8 @@ class DecodeLoop:
                         append(NULL_LINE)
                     continue
             rendered = render(record, status)
+            if learn is not None:
+                learn(key, value, record, rendered)
             if rendered is None:
                 if one_per_line:
                     append(NULL_LINE)
