@@ -128,10 +128,12 @@ def _live(
         "topic": topic,
         "startingOffsets": "earliest",
     }
+    started = time.monotonic()
     query: StreamingQuery = start_stream(kafka_stream(spark, options), settings, sinks)
     timings: dict[str, float] = {}
     try:
         wait_for(lambda: _stall_reached(am, alerts_dir), "the stall at Alertmanager", DEADLINE_S)
+        timings["first_batch_s"] = round(time.monotonic() - started, 1)
         killed_at = time.time()
         broker.control("kill")
         # a trigger begun after the kill and ended: it asked the dead cluster for offsets
@@ -149,9 +151,11 @@ def _live(
             if _started_after(p, killed_at)
         ]
         assert query.isActive, f"the stream stopped: {query.exception()}"
-        timings["down_s"] = time.time() - killed_at
+        timings["down_s"] = round(time.time() - killed_at, 1)
+        restarting = time.monotonic()
         broker.control("restart")
         back = time.monotonic()
+        timings["restart_s"] = round(back - restarting, 1)
         _produce_in_one_transaction(broker, topic, halves[1])
         wait_for(
             lambda: not query.isActive or _resolved(am, alerts_dir),
@@ -201,8 +205,11 @@ def runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Itera
     internal = ("offsets.topic.num.partitions=1", "transaction.state.log.num.partitions=1")
     with own_broker(work / "broker", *internal) as broker, alertmanager(work) as am:
         live = _live(spark, broker, am, work / "live", t0)
+        began = time.monotonic()
+        reference = _without_outage(spark, live.halves, work / "reference")
+        live.timings["reference_s"] = round(time.monotonic() - began, 1)
         print(f"stream across a broker outage: recovery_s={live.recovery_s:.1f} {live.timings}")
-        yield Runs(live, _without_outage(spark, live.halves, work / "reference"))
+        yield Runs(live, reference)
 
 
 def test_the_stream_keeps_going_through_the_outage(
