@@ -12,15 +12,17 @@ The broker is killed once the stall has reached Alertmanager, and restarted only
 trigger started while it was down has ended (a progress event after the kill): the source
 then asked a dead cluster for its latest offsets. Before the fix that trigger failed the
 query ("cannot read the metadata of topic ..."); now it finds no new data and the stream
-goes on.
+goes on. Without Kafka, the source's side of it: a trigger, an AvailableNow run and a planned
+batch while the cluster does not answer.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -29,9 +31,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from offsetwatch.spark_jobs.alerts.alertmanager import AlertmanagerSink
 from offsetwatch.spark_jobs.alerts.outbox import Outbox
+from offsetwatch.spark_jobs.schema import canonical_struct
+from offsetwatch.spark_jobs.sources import kafka as kafka_source
+from offsetwatch.spark_jobs.sources.kafka import ClusterUnavailable, KafkaStreamReader
+from offsetwatch.spark_jobs.sources.kafka_ranges import OffsetRange, Watermarks
 from offsetwatch.spark_jobs.streaming import (
     AlertSinks,
     StreamSettings,
@@ -249,3 +256,71 @@ def test_alertmanager_notified_each_alert_once(runs: Runs) -> None:
                 describe=statuses,
             )
     assert runs.live.outbox_pending == 0
+
+
+class _AwayCluster:
+    """TopicMetadata's questions, unanswered the first `away` times (a cluster restarting)."""
+
+    def __init__(self, away: int) -> None:
+        self.away = away
+        self.asked = 0
+
+    def _answer(self) -> None:
+        self.asked += 1
+        if self.asked <= self.away:
+            raise ClusterUnavailable("cannot read the offsets of t[0] from b:9092: _TRANSPORT")
+
+    def partitions(self, timeout_s: float = 30.0) -> list[int]:
+        self._answer()
+        return [0]
+
+    def watermarks(self, partitions: Sequence[int], timeout_s: float = 30.0) -> dict[int, Any]:
+        self._answer()
+        return dict.fromkeys(partitions, Watermarks(0, 40))
+
+    def close(self) -> None:
+        pass
+
+
+def _reader(cluster: _AwayCluster, **options: str) -> KafkaStreamReader:
+    reader = KafkaStreamReader(
+        canonical_struct(), {"kafka.bootstrap.servers": "b:9092", "topic": "t", **options}
+    )
+    reader._metadata = cluster  # type: ignore[assignment]
+    return reader
+
+
+def test_a_trigger_without_the_cluster_has_no_new_data(caplog: pytest.LogCaptureFixture) -> None:
+    """Without Kafka: the trigger returns its start (Spark runs no batch) and says so once;
+    the next trigger with the cluster back reads on, and says that once too."""
+    reader = _reader(_AwayCluster(away=2))
+    start = {"t": {"0": 12}}
+    with caplog.at_level(logging.WARNING):
+        assert reader.latestOffset(start, ReadAllAvailable()) == start
+        assert reader.latestOffset(start, ReadAllAvailable()) == start
+        assert reader.latestOffset(start, ReadAllAvailable()) == {"t": {"0": 40}}
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "waits for it" in said[0] and "answers again" in said[1], said
+
+
+def test_available_now_without_the_cluster_fails_rather_than_end_early() -> None:
+    reader = _reader(_AwayCluster(away=0))
+    reader.prepareForTriggerAvailableNow()
+    reader._metadata = _AwayCluster(away=1)  # type: ignore[assignment]
+    with pytest.raises(ClusterUnavailable):
+        reader.latestOffset({"t": {"0": 12}}, ReadAllAvailable())
+
+
+def test_a_planned_batch_waits_for_the_cluster_up_to_the_poll_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch's offsets are in Spark's checkpoint already: its ranges are planned once
+    the cluster answers (not failed at once), up to kafkaConsumer.pollTimeoutMs."""
+    monkeypatch.setattr(kafka_source, "_RETRY_PAUSE_S", 0.0)
+    cluster = _AwayCluster(away=3)
+    planned = _reader(cluster).partitions({"t": {"0": 12}}, {"t": {"0": 40}})
+    assert [p.offsets for p in planned] == [OffsetRange(0, 12, 40)]  # type: ignore[attr-defined]
+    assert cluster.asked == 4
+    never = _reader(_AwayCluster(away=10**9), **{"kafkaConsumer.pollTimeoutMs": "50"})
+    with pytest.raises(ClusterUnavailable):
+        never.partitions({"t": {"0": 12}}, {"t": {"0": 40}})
