@@ -69,17 +69,25 @@ def bench_dir() -> Path:
     return require_path(_conformance_root().parent / "bench", "Benchmark data")
 
 
-#: Spark tests run in two groups of about equal length, each group in one worker with that
-#: worker's one SparkSession (one JVM; a third group was measured slower: one more JVM costs
-#: more CPU than its shorter tail saves); test_cluster starts its own JVMs in child processes,
-#: so it runs beside them
+#: The CPU-bound Spark tests run in two groups of about equal length, each group in one worker
+#: with that worker's one SparkSession (one JVM; a third CPU-bound group was measured slower:
+#: one more JVM costs more CPU than its shorter tail saves); test_cluster starts its own JVMs in
+#: child processes, so it runs beside them; the real-broker Spark modules, which mostly wait,
+#: are a group of their own
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
-_OWN_GROUPS: Final = {"tests/spark_jobs/test_cluster.py": "spark-cluster"}
+_OWN_GROUPS: Final = {
+    "tests/spark_jobs/test_cluster.py": "spark-cluster",
+    # on the real broker: mostly waiting (a workload of real clients, streaming triggers, a
+    # broker killed and restarted), so a JVM of their own overlaps the CPU-bound groups
+    "tests/spark_jobs/test_path_matrix_live.py": "spark-live",
+    "tests/spark_jobs/test_stream_kafka_outage.py": "spark-live",
+}
 #: the longest units first (the Spark groups, then every module that took 8 s or more under
 #: `make test`, longest first): the run then ends on short modules, and no worker is left
 #: with a long one while the others are done
 _FIRST: Final = (
+    "spark-live",
     "spark",
     "spark-sources",
     "spark-cluster",
