@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# pytest-xdist workers (see the test target)
+WORKERS ?= 8
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test style lint bench clean
@@ -23,14 +25,15 @@ style: $(STAMP)
 lint: style
 	$(BIN)/mypy
 
-# 4 workers on 2 cores: most tests wait (JVM start-up, mock clusters, rebalances, child
-# processes); tests/conftest.py keeps the Spark tests in two workers (one JVM each) and a
-# module's tests together (5 workers measured no faster: less idle, more CPU). mypy
+# $(WORKERS) workers on 2 cores: most tests wait (real brokers of their own starting and
+# crashing, rebalances, streaming triggers, JVM start-up, child processes); tests/conftest.py
+# keeps the CPU-bound Spark tests in two workers (one JVM each) and a module's tests together
+# (with 4 workers a green clean-clone run took 13:41 with two thirds of the CPU idle). mypy
 # (single-threaded, ~8 s on a clean clone) runs beside the tests' start-up instead of before
 # it; its verdict is printed after the tests' and either failing fails the target.
 test: style
 	@$(BIN)/mypy > .mypy.out 2>&1 & typing=$$!; \
-	$(BIN)/pytest -q -n 4 --dist loadgroup --durations=25; tests=$$?; \
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup --durations=25; tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat .mypy.out; rm -f .mypy.out; \
 	test $$tests -eq 0 && test $$typed -eq 0
 

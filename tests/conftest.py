@@ -72,8 +72,8 @@ def bench_dir() -> Path:
 #: The CPU-bound Spark tests run in two groups of about equal length, each group in one worker
 #: with that worker's one SparkSession (one JVM; a third CPU-bound group was measured slower:
 #: one more JVM costs more CPU than its shorter tail saves); test_cluster starts its own JVMs in
-#: child processes, so it runs beside them; the real-broker Spark modules, which mostly wait,
-#: are a group of their own
+#: child processes, so it runs beside them; the two real-broker Spark modules, which mostly
+#: wait, are a group each
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
 _OWN_GROUPS: Final = {
@@ -81,13 +81,14 @@ _OWN_GROUPS: Final = {
     # on the real broker: mostly waiting (a workload of real clients, streaming triggers, a
     # broker killed and restarted), so a JVM of their own overlaps the CPU-bound groups
     "tests/spark_jobs/test_path_matrix_live.py": "spark-live",
-    "tests/spark_jobs/test_stream_kafka_outage.py": "spark-live",
+    "tests/spark_jobs/test_stream_kafka_outage.py": "spark-outage",
 }
 #: the longest units first (the Spark groups, then every module that took 8 s or more under
 #: `make test`, longest first): the run then ends on short modules, and no worker is left
 #: with a long one while the others are done
 _FIRST: Final = (
     "spark-live",
+    "spark-outage",
     "spark",
     "spark-sources",
     "spark-cluster",
