@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.kafka_source import OffsetsTopicSource
 from offsetwatch.exporter.service import ExporterService
 from tests.exporter.daemon_helpers import (
     api_group,
@@ -33,7 +34,7 @@ from tests.exporter.daemon_helpers import (
     scrape,
     wait_for,
 )
-from tests.real_broker import Broker, own_broker, unique
+from tests.real_broker import Broker, own_broker, retry, unique
 
 pytestmark = pytest.mark.broker
 
@@ -169,12 +170,45 @@ def watch_readiness(
         time.sleep(0.3)
 
 
-@pytest.mark.parametrize("fault", ["kill", "hang"])
+def slow_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exporter's source hands out at most 200 records per call and waits 20 ms first: a
+    catch-up over a few thousand records then lasts seconds, long enough to crash into."""
+    real = OffsetsTopicSource.poll_batch
+
+    def poll_batch(
+        source: OffsetsTopicSource, max_messages: int = 10_000, timeout_s: float = 1.0
+    ) -> Any:
+        time.sleep(0.02)
+        return real(source, min(max_messages, 200), timeout_s)
+
+    monkeypatch.setattr(OffsetsTopicSource, "poll_batch", poll_batch)
+
+
+def backlog(broker: Broker, topic: str, group: str, rounds: int) -> None:
+    """`rounds` commits of the topic's 100 partitions: 100 * rounds records to catch up on."""
+    consumer = broker.consumer(group)
+    try:
+        for offset in range(1, rounds + 1):
+            retry(
+                lambda o=offset: consumer.commit(  # type: ignore[misc]
+                    offsets=[TopicPartition(topic, p, o) for p in range(100)],
+                    asynchronous=False,
+                )
+            )
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("fault", ["kill", "hang", "kill-during-catch-up"])
 def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
-    broker: Broker, tmp_path: Path, fault: str, record_property: Callable[[str, object], None]
+    broker: Broker,
+    tmp_path: Path,
+    fault: str,
+    record_property: Callable[[str, object], None],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic, group, output = unique("orders"), unique("busy"), unique("republished")
-    broker.create_topic(topic, 2)
+    broker.create_topic(topic, 100)
     broker.create_topic(output, 3)
     archive = tmp_path / "archive"
     config = exporter_config(
@@ -183,15 +217,28 @@ def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
         archive_dir=archive,
         kafka_properties={"socket.timeout.ms": "5000", "reconnect.backoff.max.ms": "500"},
     )
+    catching_up = fault == "kill-during-catch-up"
+    if catching_up:
+        backlog(broker, topic, unique("backlog"), 40)
+        slow_source(monkeypatch)
     committer = Committer(broker, topic, group)
     seen: list[tuple[int, bool, float | None]] = []
     done = threading.Event()
     with running_exporter(config) as service:
-        wait_for(lambda: readyz(service).status == 200 and committer.committed > 5, "ready")
+        if catching_up:
+            ingestor = service.exporter.ingestor
+            wait_for(
+                lambda: sum(ingestor.positions.values()) > 500 and readyz(service).status == 503,
+                "the first pass under way, not finished",
+            )
+        else:
+            wait_for(lambda: readyz(service).status == 200 and committer.committed > 5, "ready")
         watcher = threading.Thread(target=watch_readiness, args=(service, seen, done), daemon=True)
         watcher.start()
         pid = int((broker.directory / "broker.pid").read_text())
-        if fault == "kill":
+        if catching_up:
+            assert readyz(service).status == 503  # the crash comes before the first pass ends
+        if fault != "hang":
             broker.control("kill")
             wait_for(lambda: any(not up for _s, up, _m in seen), "/readyz: source down")
             broker.control("restart")
@@ -228,6 +275,7 @@ def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
     # while the broker was away, both signals said so (and never claimed ready)
     down = [(status, metric) for status, up, metric in seen if not up]
     assert down and all(status == 503 and metric == 0 for status, metric in down)
+    assert not catching_up or seen[0][0] == 503
     assert seen[-1][0] == 200, seen[-20:]
 
     expected = source_positions(broker)
