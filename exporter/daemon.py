@@ -382,8 +382,9 @@ class Exporter:
             self.publisher.mark_done(item.partition, item.offset)
         self._write_quarantine_file(item)
 
-    def _write_quarantine_file(self, item: Quarantined) -> None:
-        # without a dead-letter topic the bytes still must not be lost: keep them on disk
+    def _write_quarantine_file(self, item: Quarantined, topic: str | None = None) -> None:
+        """Without a dead-letter topic the bytes still must not be lost: keep them on disk.
+        `topic` names the source when it is not __consumer_offsets (the lines' old shape)."""
         directory = self._state_dir()
         if directory is None:
             return
@@ -392,6 +393,7 @@ class Exporter:
             self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         line = dumps(
             {
+                **({} if topic is None else {"topic": topic}),
                 "partition": item.partition,
                 "offset": item.offset,
                 "timestamp": item.timestamp,
@@ -611,26 +613,7 @@ class Exporter:
         # never the dead-letter topic: its positions are those of __consumer_offsets
         self.stats.quarantined_total += 1
         log.warning("quarantined undecodable %s record: %s", SHARE_STATE_TOPIC, item.error)
-        directory = self._state_dir()
-        if directory is None:
-            return
-        if self._quarantine_file is None:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._quarantine_file = open(directory / "quarantine.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        line = dumps(
-            {
-                "topic": SHARE_STATE_TOPIC,
-                "partition": item.partition,
-                "offset": item.offset,
-                "timestamp": item.timestamp,
-                "key": None if item.key is None else item.key.hex(),
-                "value": None if item.value is None else item.value.hex(),
-                "error": str(item.error),
-                "reason": item.error.kind,
-            }
-        )
-        self._quarantine_file.write(line + "\n")
-        self._quarantine_file.flush()
+        self._write_quarantine_file(item, SHARE_STATE_TOPIC)
 
     def _watch_live(self) -> None:
         """Hand records to the live stream only while someone watches: unwatched, the
