@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from confluent_kafka import (
+    Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaException,
@@ -545,3 +546,43 @@ def detail_projection(service: ExporterService, group: str) -> dict[str, Any] | 
             key=lambda row: (row["topic"], row["partition"]),
         ),
     }
+
+
+class Committer:
+    """A client committing growing offsets of partitions 0..partitions-1 of `topic` in a loop,
+    one commit of them all at a time, through any outage (a failed commit is tried again)."""
+
+    def __init__(self, broker: Broker, topic: str, group: str, partitions: int) -> None:
+        self._topic = topic
+        self._partitions = range(partitions)
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+        self.commits = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        offset = 0
+        while not self._stop.is_set():
+            offset += 1
+            try:
+                self._consumer.commit(
+                    offsets=[TopicPartition(self._topic, p, offset) for p in self._partitions],
+                    asynchronous=False,
+                )
+                self.commits += 1
+            except KafkaException:
+                time.sleep(0.2)  # broker away or coordinator loading: try again
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self._consumer.close()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.kafka_source import OffsetsTopicSource
@@ -34,6 +34,7 @@ from tests.exporter.daemon_helpers import (
     scrape,
     wait_for,
 )
+from tests.exporter.real_broker_helpers import Committer
 from tests.real_broker import Broker, own_broker, retry, unique
 
 pytestmark = pytest.mark.broker
@@ -48,43 +49,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
     ) as running:
         yield running
-
-
-class Committer:
-    """One consumer committing growing offsets of `group` in a loop, through any outage."""
-
-    def __init__(self, broker: Broker, topic: str, group: str) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "log_level": 0,
-            }
-        )
-        self._topic = topic
-        self.committed = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        offset = 0
-        while not self._stop.is_set():
-            offset += 1
-            try:
-                self._consumer.commit(
-                    offsets=[TopicPartition(self._topic, offset % 2, offset)], asynchronous=False
-                )
-                self.committed += 1
-            except KafkaException:
-                time.sleep(0.2)  # broker away: try again
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self._consumer.close()
 
 
 def positions_of(broker: Broker, topic: str, partitions: int) -> list[dict[str, Any]]:
@@ -221,7 +185,7 @@ def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
     if catching_up:
         backlog(broker, topic, unique("backlog"), 40)
         slow_source(monkeypatch)
-    committer = Committer(broker, topic, group)
+    committer = Committer(broker, topic, group, 2)
     seen: list[tuple[int, bool, float | None]] = []
     done = threading.Event()
     with running_exporter(config) as service:
@@ -232,7 +196,7 @@ def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
                 "the first pass under way, not finished",
             )
         else:
-            wait_for(lambda: readyz(service).status == 200 and committer.committed > 5, "ready")
+            wait_for(lambda: readyz(service).status == 200 and committer.commits > 5, "ready")
         watcher = threading.Thread(target=watch_readiness, args=(service, seen, done), daemon=True)
         watcher.start()
         pid = int((broker.directory / "broker.pid").read_text())
@@ -250,8 +214,8 @@ def test_a_broker_crash_or_hang_loses_nothing_and_duplicates_nothing(
                 os.kill(pid, signal.SIGCONT)
         # measured, never asserted: the README's Reliability table reports it
         back = time.monotonic()
-        before = committer.committed
-        wait_for(lambda: committer.committed > before + 5, "commits again after the fault")
+        before = committer.commits
+        wait_for(lambda: committer.commits > before + 5, "commits again after the fault")
         committer.stop()
         wait_for(
             lambda: api_offsets(service, group) == broker.committed(group),

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
@@ -43,6 +43,7 @@ from offsetwatch.exporter.publisher import (
 )
 from offsetwatch.exporter.resume_dedup import scan_topics
 from tests.exporter.daemon_helpers import group_path, http_get, wait_for
+from tests.exporter.real_broker_helpers import Committer
 from tests.exporter.test_broker_faults_real import positions_of
 from tests.real_broker import Broker, unique
 
@@ -58,48 +59,6 @@ READY_TIMEOUT_S = 180.0
 _SERVING = re.compile(rb"serving metrics and API on (http://\S+)")
 
 Position = tuple[int, int]
-
-
-class Committer:
-    """A client committing growing offsets of every partition of `topic` in a loop: each
-    commit writes DATA_PARTITIONS records, so a second of commits fills more than the
-    archive's write buffer (records after a checkpoint reach the files before the kill)."""
-
-    def __init__(self, broker: Broker, topic: str, group: str) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "log_level": 0,
-            }
-        )
-        self._topic = topic
-        self.commits = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        offset = 0
-        while not self._stop.is_set():
-            offset += 1
-            try:
-                self._consumer.commit(
-                    offsets=[
-                        TopicPartition(self._topic, p, offset) for p in range(DATA_PARTITIONS)
-                    ],
-                    asynchronous=False,
-                )
-                self.commits += 1
-            except KafkaException:
-                time.sleep(0.2)  # coordinator loading: try again
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self._consumer.close()
 
 
 @dataclass(slots=True)
@@ -285,7 +244,9 @@ def committer_and_names(kafka_broker: Broker) -> Iterator[tuple[Committer, str, 
     topic, group, output = unique("crash-orders"), unique("crash-busy"), unique("crash-out")
     kafka_broker.create_topic(topic, DATA_PARTITIONS)
     kafka_broker.create_topic(output, OUTPUT_PARTITIONS)
-    committer = Committer(kafka_broker, topic, group)
+    # each commit writes DATA_PARTITIONS records, so a second of commits fills more than the
+    # archive's write buffer (records after a checkpoint reach the files before the kill)
+    committer = Committer(kafka_broker, topic, group, DATA_PARTITIONS)
     try:
         yield committer, group, output
     finally:
