@@ -230,13 +230,7 @@ class LogEndHistory:
         buf = self._buf
         if not buf or offset >= buf[-1]:
             return None
-        lo, hi = 0, (len(buf) >> 1) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if buf[2 * mid + 1] > offset:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = _first_sample_past(buf, offset)
         if lo == 0:
             return ProduceTime(buf[0], is_lower_bound=True)
         t_before, end_before = buf[2 * lo - 2], buf[2 * lo - 1]
@@ -258,13 +252,7 @@ class LogEndHistory:
         buf = self._buf
         if not buf or offset >= buf[-1]:
             return 0.0
-        lo, hi = 0, (len(buf) >> 1) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if buf[2 * mid + 1] > offset:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = _first_sample_past(buf, offset)
         if lo == 0:
             produced = buf[0]
         else:
@@ -330,3 +318,16 @@ def lag_seconds(history: LogEndHistory, committed_offset: int, now_ms: int) -> L
         return LagSeconds(0.0, is_lower_bound=False)
     age_ms = max(0, now_ms - produced.time_ms)
     return LagSeconds(age_ms / 1000.0, produced.is_lower_bound)
+
+
+def _first_sample_past(buf: array[int], offset: int) -> int:
+    """Index of the first (time, log end) sample of `buf` whose log end is past `offset`
+    (the caller has checked that the newest one is)."""
+    lo, hi = 0, (len(buf) >> 1) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if buf[2 * mid + 1] > offset:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
