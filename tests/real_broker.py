@@ -137,6 +137,11 @@ class Broker:
             name, "--bootstrap-server", self.bootstrap, *args, timeout=timeout, check=check
         )
 
+    def cluster_id(self) -> str:
+        """Kafka's cluster id, from a metadata answer (retried while the broker starts)."""
+        admin = self.admin()  # kept alive until it answers
+        return str(retry(lambda: admin.list_topics(timeout=10)).cluster_id)
+
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 

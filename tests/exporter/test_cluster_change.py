@@ -33,7 +33,6 @@ from tests.real_broker import (
     Broker,
     free_port_pair,
     require_broker,
-    retry,
     start_broker,
     stop_broker,
     unique,
@@ -42,11 +41,6 @@ from tests.real_broker import (
 pytestmark = pytest.mark.broker
 
 ONE_PARTITION = "offsets.topic.num.partitions=1"
-
-
-def cluster_id(broker: Broker) -> str:
-    admin = broker.admin()
-    return str(retry(lambda: admin.list_topics(timeout=10)).cluster_id)
 
 
 def offsets_in_api(service: ExporterService, group: str) -> dict[tuple[str, int], int] | None:
@@ -83,7 +77,7 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
         first.create_topic(topic, 2)
         first.produce(topic, [5, 5])
         first.commit(old_group, {(topic, 0): 3, (topic, 1): 4})
-        first_id = cluster_id(first)
+        first_id = first.cluster_id()
         checkpoint = tmp_path / "state.ckpt"
         config = exporter_config(
             first.bootstrap, checkpoint_path=checkpoint, checkpoint_interval_s=0.5
@@ -96,7 +90,7 @@ def test_a_cluster_replaced_behind_the_same_address_is_rebuilt_not_served_stale(
             first.control("kill")
             second = start_broker(tmp_path / "second", ONE_PARTITION, port=port)
             back = time.monotonic()  # measured for the README's Reliability table
-            second_id = cluster_id(second)
+            second_id = second.cluster_id()
             assert second_id != first_id
             second.create_topic(topic, 2)
             second.produce(topic, [7, 7])
@@ -148,7 +142,7 @@ def test_a_checkpoint_of_another_cluster_is_never_used(
         with running_exporter(config) as service:
             wait_for(lambda: offsets_in_api(service, old_group) == {(topic, 0): 2}, "old group")
         first_id = load_checkpoint(checkpoint).meta.cluster_id
-        assert first_id == cluster_id(first)
+        assert first_id == first.cluster_id()
     finally:
         stop_broker(tmp_path / "first")
 
@@ -158,7 +152,7 @@ def test_a_checkpoint_of_another_cluster_is_never_used(
         second.produce(topic, [10])
         for offset in range(1, 9):  # far more records than the old checkpoint's position
             second.commit(new_group, {(topic, 0): offset})
-        second_id = cluster_id(second)
+        second_id = second.cluster_id()
         config = exporter_config(second.bootstrap, checkpoint_path=checkpoint)
         started = time.monotonic()
         with caplog.at_level(logging.WARNING), running_exporter(config) as service:

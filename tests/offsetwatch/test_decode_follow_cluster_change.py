@@ -28,7 +28,6 @@ from tests.real_broker import (
     Broker,
     free_port_pair,
     require_broker,
-    retry,
     start_broker,
     stop_broker,
     unique,
@@ -40,11 +39,6 @@ SCRIPT = Path(sys.executable).with_name("offsetwatch")
 #: one partition of __consumer_offsets: every group's records in one log, quick to create
 ONE_PARTITION = "offsets.topic.num.partitions=1"
 FAST = ("-X", "fetch.wait.max.ms=50", "-X", "reconnect.backoff.max.ms=500")
-
-
-def cluster_id(broker: Broker) -> str:
-    admin = broker.admin()  # kept alive until it answers
-    return str(retry(lambda: admin.list_topics(timeout=10)).cluster_id)
 
 
 def one_shot(broker: Broker) -> list[str]:
@@ -87,7 +81,7 @@ def test_follow_goes_on_reading_a_new_cluster_behind_the_same_address(
         # (a stale follower is reset to that end, and the new records are never read)
         for offset in range(1, 7):
             first.commit(old_group, {(topic, 0): offset})
-        first_id = cluster_id(first)
+        first_id = first.cluster_id()
         with stderr_path.open("w") as stderr:
             process = subprocess.Popen(
                 [
@@ -105,7 +99,7 @@ def test_follow_goes_on_reading_a_new_cluster_behind_the_same_address(
             process.send_signal(signal.SIGSTOP)
             first.control("kill")
             second = start_broker(tmp_path / "second", ONE_PARTITION, port=port)
-            second_id = cluster_id(second)
+            second_id = second.cluster_id()
             assert second_id != first_id
             second.create_topic(topic, 1)
             second.commit(new_group, {(topic, 0): 5})
