@@ -247,6 +247,8 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
 # ------------------------------------------------------------------------------------------
 
 _DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN})
+#: statistics reports in a row without a broker connection up that mean "down"
+_DOWN_AFTER_REPORTS = 2
 
 
 class OffsetsTopicSource:
@@ -299,6 +301,10 @@ class OffsetsTopicSource:
         # not report a healthy source.
         self._up = False
         self._down_since: float | None = clock()
+        #: high watermarks as fetched before the last "all brokers down": records below them
+        #: may come from the client's prefetch queue, and prove nothing about the cluster now
+        self._down_ends: dict[int, int] = {}
+        self._reports_without_up = 0
         self._started = False
         self._next_refresh = 0.0
         self._closed = False
@@ -359,7 +365,7 @@ class OffsetsTopicSource:
         at_end = self._reached_end(last)
         with self._lock:
             self._eof_seen.update(at_end)
-            if messages or any(isinstance(e, PartitionEof) for e in events):
+            if not self._up and self._fetched_since_down(last, events):
                 # A fetch answered: the cluster is reachable whatever the last error said.
                 self._mark_up()
             for partition, offset in last.items():
@@ -375,6 +381,18 @@ class OffsetsTopicSource:
             queued, self._events = self._events, []
         self.messages_total += len(messages)
         return SourceBatch(messages, queued + events)
+
+    def _fetched_since_down(self, last: dict[int, int], events: list[SourceEvent]) -> bool:
+        """Whether this batch holds a record or an end beyond what was fetched before the
+        cluster was reported down (under self._lock). A catch-up goes on from the client's
+        prefetch queue (up to queued.min.messages records) for seconds after a crash: those
+        records must not flip the source back up while the cluster is away."""
+        ends = self._down_ends
+        if any(offset >= ends.get(partition, -1) for partition, offset in last.items()):
+            return True
+        return any(
+            isinstance(e, PartitionEof) and e.offset > ends.get(e.partition, -1) for e in events
+        )
 
     def _reached_end(self, last: dict[int, int]) -> list[int]:
         """Partitions of the first pass whose last record delivered is the last of the log as
@@ -626,6 +644,22 @@ class OffsetsTopicSource:
 
     # -- librdkafka callbacks (run inside consume()/list_topics() on our thread) -----------
 
+    def _fetched_ends(self) -> dict[int, int]:
+        """High watermarks of the assigned partitions as their last fetch answered."""
+        ends: dict[int, int] = {}
+        for partition in sorted(self._assigned):
+            high = self._cached_watermarks(partition)[1]
+            if high is not None:
+                ends[partition] = high
+        return ends
+
+    def _mark_down(self, fetched_ends: dict[int, int], why: str) -> None:
+        """Under self._lock."""
+        self._up = False
+        self._down_ends = fetched_ends
+        self._down_since = self._clock()
+        log.warning("offsets source: %s", why)
+
     def _mark_up(self) -> None:
         if not self._up:
             log.info("offsets source: cluster reachable")
@@ -653,11 +687,10 @@ class OffsetsTopicSource:
     def _on_error(self, err: KafkaError) -> None:
         self.errors_total += 1
         code = err.code()
+        ends = self._fetched_ends() if code in _DOWN_CODES and self._up else {}
         with self._lock:
             if code in _DOWN_CODES and self._up:
-                self._up = False
-                self._down_since = self._clock()
-                log.warning("offsets source: all brokers down (%s)", err.str())
+                self._mark_down(ends, f"all brokers down ({err.str()})")
             self._events.append(
                 SourceError(err.name(), err.str(), None, err.fatal(), err.retriable())
             )
@@ -670,7 +703,19 @@ class OffsetsTopicSource:
         except ValueError:
             return
         if any(b.get("state") == "UP" for b in brokers.values()):
+            self._reports_without_up = 0
             with self._lock:
                 self._mark_up()
+        elif brokers:
+            # A second signal besides _ALL_BROKERS_DOWN, which librdkafka raises once per
+            # transition of its own broker counts: two reports in a row (one could fall in
+            # an ordinary reconnect) without any connection up
+            self._reports_without_up += 1
+            if self._reports_without_up == _DOWN_AFTER_REPORTS and self._up:
+                ends = self._fetched_ends()
+                with self._lock:
+                    self._mark_down(
+                        ends, f"no broker connection up in {_DOWN_AFTER_REPORTS} statistics reports"
+                    )
         if callable(self._user_stats_cb):
             self._user_stats_cb(stats_json)

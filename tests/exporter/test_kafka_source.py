@@ -4,12 +4,15 @@ the mock can and cannot do)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from offsetwatch.exporter.kafka_source import (
     REDACTED,
@@ -426,6 +429,88 @@ def test_committed_transaction_is_delivered_and_markers_skipped(cluster: MockClu
 # --------------------------------------------------------------------------------------------
 # Broker down and back
 # --------------------------------------------------------------------------------------------
+
+
+class _Message:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._p, self._o = partition, offset
+
+    def error(self) -> None:
+        return None
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+
+class _Prefetched:
+    """A consumer of one partition holding `fetched` records in its queue (the high
+    watermark of its last fetch answer), handed out `per_call` at a time: a catch-up that
+    goes on from the prefetch queue after the cluster died."""
+
+    def __init__(self, fetched: int, per_call: int) -> None:
+        self.high, self.per_call, self.next = fetched, per_call, 0
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        partitions = {0: SimpleNamespace(id=0)}
+        md = SimpleNamespace(partitions=partitions, error=None)
+        return SimpleNamespace(cluster_id="c1", topics={topic: md})
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Message]:
+        end = min(self.high, self.next + self.per_call)
+        out = [_Message(0, o) for o in range(self.next, end)]
+        self.next = end
+        return out
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, self.high
+
+    def close(self) -> None:
+        pass
+
+
+def test_records_from_the_prefetch_queue_do_not_bring_the_source_back_up() -> None:
+    """After "all brokers down", only a record or an end past what was fetched before says
+    the cluster answers again (stats and metadata say so too)."""
+    consumer = _Prefetched(fetched=1000, per_call=100)
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer)
+    source.poll_batch()
+    assert source.source_up()
+    source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    assert not source.source_up()
+    for _ in range(8):  # the rest of the queue: records 100..899
+        assert len(source.poll_batch().messages) == 100
+        assert not source.source_up()
+    consumer.high = 1100  # a new fetch answer: records past the end known at the crash
+    source.poll_batch()
+    source.poll_batch()
+    assert source.source_up()
+
+
+def test_two_statistics_reports_without_a_connection_up_mean_down() -> None:
+    """The second signal besides _ALL_BROKERS_DOWN: one report could fall in a reconnect."""
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: _Prefetched(10, 10))
+    source.poll_batch()
+
+    def report(*states: str) -> None:
+        brokers = {f"b{i}": {"state": state} for i, state in enumerate(states)}
+        source._on_stats(json.dumps({"brokers": brokers}))
+
+    report("UP", "INIT")
+    report("CONNECT", "INIT")
+    assert source.source_up()
+    report("UP")
+    report("CONNECT", "INIT")
+    assert source.source_up()
+    report("DOWN", "INIT")
+    assert not source.source_up()
+    report("UP", "INIT")
+    assert source.source_up()
 
 
 @pytest.mark.kafka
