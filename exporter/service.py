@@ -81,12 +81,27 @@ class ExporterService:
         )
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Stop the background main loop and shut down; False if the loop did not end within
+        timeout_s, and then its Kafka clients are left open: closing a client while another
+        thread is inside one of its calls crashes the process in librdkafka."""
         self.exporter.stop()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
-            self.shutdown()
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        thread.join(timeout_s)
+        if thread.is_alive():
+            log.error(
+                "the exporter's main loop did not end within %g s (a Kafka call that does "
+                "not return?): its clients stay open and no final checkpoint is written; the "
+                "last periodic checkpoint stands",
+                timeout_s,
+            )
+            self.sampler.stop()
+            self.http.stop()
+            return False
+        self.shutdown()
+        return True
 
     def shutdown(self) -> None:
         self.sampler.stop()
