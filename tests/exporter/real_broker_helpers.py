@@ -570,19 +570,24 @@ class Committer:
 
     def _run(self) -> None:
         offset = 0
-        while not self._stop.is_set():
-            offset += 1
-            try:
-                self._consumer.commit(
-                    offsets=[TopicPartition(self._topic, p, offset) for p in self._partitions],
-                    asynchronous=False,
-                )
-                self.commits += 1
-            except KafkaException:
-                time.sleep(0.2)  # broker away or coordinator loading: try again
-            time.sleep(0.02)
+        try:
+            while not self._stop.is_set():
+                offset += 1
+                try:
+                    self._consumer.commit(
+                        offsets=[TopicPartition(self._topic, p, offset) for p in self._partitions],
+                        asynchronous=False,
+                    )
+                    self.commits += 1
+                except KafkaException:
+                    time.sleep(0.2)  # broker away or coordinator loading: try again
+                time.sleep(0.02)
+        finally:
+            # here, never from stop()'s thread: closing a client while another thread is
+            # inside its commit() (a hung broker) crashes the process in librdkafka
+            self._consumer.close()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(60)
-        self._consumer.close()
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "the committer's commit() did not return in 120 s"
