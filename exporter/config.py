@@ -140,6 +140,9 @@ class ExporterConfig:
     snapshot_interval_s: float = 5.0
     #: the window the consumer status rules judge (docs/status-rules.md)
     status_window_s: float = 600.0
+    #: WARN needs the lag to grow by more than this fraction of what was consumed in the
+    #: window (rule 7 of docs/status-rules.md); 0 is Burrow's plain "lag grew"
+    warn_min_growth_ratio: float = 0.05
     #: rebalances inside the status window that the diagnosis calls a storm
     storm_rebalances: int = 5
     #: seconds after a rebalance during which the diagnosis judges no ownership
@@ -332,6 +335,17 @@ _SETTINGS: Final = (
         "Window, in seconds, over which a consumer's status (OK, WARN, STALL, STOP, REWIND) "
         "is judged; see docs/status-rules.md. Make it several commit intervals long.",
         "SECONDS",
+    ),
+    _Setting(
+        "warn_min_growth_ratio",
+        "float",
+        "WARN (falling behind) needs the lag to grow over the window by more than this "
+        "fraction of what the consumer consumed in it (docs/status-rules.md rule 7). The "
+        "default 0.05 absorbs the lag's sawtooth of one commit interval plus one sample "
+        "interval of traffic while that is under 2.5 percent of the window; raise it for consumers "
+        "that commit rarely (Kafka Streams: every 30 s) or short windows; 0 is Burrow's plain "
+        "'lag grew'.",
+        "RATIO",
     ),
     _Setting(
         "storm_rebalances",
@@ -528,6 +542,12 @@ def _validate(config: ExporterConfig) -> None:
             "status_window_s",
             f"({config.status_window_s:g}) must span at least two samples: make it at least "
             f"2 x --sample-interval-s ({2 * config.sample_interval_s:g})",
+        )
+    if not 0 <= config.warn_min_growth_ratio <= 10:
+        raise _fail(
+            "warn_min_growth_ratio",
+            f"must be a fraction of the consumed messages, 0-10 (got "
+            f"{config.warn_min_growth_ratio:g}); 0.05 is the default",
         )
     if not 1 <= config.storm_rebalances <= RING_SIZE:
         raise _fail(

@@ -173,7 +173,10 @@ class Exporter:
         cfg = self.config
         self.ingestor = Ingestor(self.state, self.stats, self.codec)
         self.builder = SnapshotBuilder(
-            status_config=StatusConfig(window_ms=int(cfg.status_window_s * 1000)),
+            status_config=StatusConfig(
+                window_ms=int(cfg.status_window_s * 1000),
+                warn_min_growth_ratio=cfg.warn_min_growth_ratio,
+            ),
             diagnosis_config=DiagnosisConfig(
                 storm_rebalances=cfg.storm_rebalances,
                 rebalance_grace_ms=int(cfg.rebalance_grace_s * 1000),

@@ -77,6 +77,22 @@ DEFAULT_PLANS: Final = (
     GroupPlan("exports-queue", "share-stopped", "payments", "share: STOP, no members"),
 )
 
+#: the simulated groups commit once per tick, about once a second
+TICK_S: Final = 1.0
+
+
+def demo_warn_ratio(sample_interval_s: float, status_window_s: float) -> float:
+    """The exporter's WARN growth ratio for the demo's short status windows.
+
+    A healthy consumer's lag is a sawtooth of up to one commit interval plus one sample
+    interval of traffic (docs/status-rules.md). The default 5% covers that in a 10-minute
+    window; the demo judges 8-30 s windows on commits every second, where it is 10-25% of the
+    window and flashed WARN on its healthy groups. Three times that noise keeps them OK; at
+    most 0.75, so the lagging group (consuming half the traffic: a growth ratio of 1) still
+    WARNs."""
+    return min(0.75, max(0.05, 3 * (TICK_S + sample_interval_s) / status_window_s))
+
+
 #: the storm group rebalances this often (seconds): 6 per minute, a storm in the demo's
 #: 30 s window (5 rebalances) and in the default 10 minute one
 STORM_PERIOD_S: Final = 5

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from offsetwatch.exporter.config import ExporterConfig
     from offsetwatch.exporter.service import ExporterService
     from offsetwatch.mock_cluster import MockCluster
-    from offsetwatch.simulator import ClusterSimulator
+    from offsetwatch.simulator import ClusterSimulator, demo_warn_ratio
 
     state_dir = Path(tempfile.mkdtemp(prefix="offsetwatch-demo-"))
     with MockCluster() as cluster:
@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
             sample_interval_s=2.0,
             snapshot_interval_s=1.0,
             status_window_s=args.status_window_s,
+            warn_min_growth_ratio=demo_warn_ratio(2.0, args.status_window_s),
             publish_topic="offsetwatch.records",
             publish_dlq_topic="offsetwatch.records.dlq",
             checkpoint_path=state_dir / "checkpoint",

@@ -234,7 +234,7 @@ class DemoStack:
         from offsetwatch.exporter.config import ExporterConfig
         from offsetwatch.exporter.service import ExporterService
         from offsetwatch.mock_cluster import MockCluster
-        from offsetwatch.simulator import ClusterSimulator
+        from offsetwatch.simulator import ClusterSimulator, demo_warn_ratio
 
         self._cluster = MockCluster()
         bootstrap = self._cluster.bootstrap_servers
@@ -251,6 +251,7 @@ class DemoStack:
             sample_interval_s=1.0,
             snapshot_interval_s=0.5,
             status_window_s=self.status_window_s,
+            warn_min_growth_ratio=demo_warn_ratio(1.0, self.status_window_s),
             kafka_lag_exporter_aliases=True,
             publish_topic="offsetwatch.records",
             publish_dlq_topic="offsetwatch.records.dlq",

@@ -281,6 +281,8 @@ def test_flags() -> None:
             "120",
             "--storm-rebalances",
             "3",
+            "--warn-min-growth-ratio",
+            "0",
             "--rebalance-grace-s",
             "0",
             "--checkpoint-path",
@@ -298,6 +300,7 @@ def test_flags() -> None:
     assert config.kafka_lag_exporter_aliases is True
     assert config.status_window_s == 120.0
     assert (config.storm_rebalances, config.rebalance_grace_s) == (3, 0.0)
+    assert config.warn_min_growth_ratio == 0.0
     assert config.checkpoint_path == Path("/tmp/c")
     assert config.log_level == "WARNING"
     assert config.kafka_properties == {"sasl.mechanism": "PLAIN", "sasl.jaas": "a=b"}
@@ -397,6 +400,7 @@ def test_invalid_regex_message() -> None:
         ({"status_window_s": 15}, "--status-window-s (15) must span at least two samples"),
         ({"storm_rebalances": 0}, "--storm-rebalances must be 1-20: the rebalances the exporter"),
         ({"storm_rebalances": 21}, "--storm-rebalances must be 1-20"),
+        ({"warn_min_growth_ratio": -0.1}, "--warn-min-growth-ratio must be a fraction of the"),
         ({"rebalance_grace_s": -1}, "--rebalance-grace-s must be 0 or a positive number"),
         ({"publish_format": "xml"}, "--publish-format must be one of json, avro"),
         ({"archive_format": "csv"}, "--archive-format must be one of jsonl, avro"),
