@@ -763,11 +763,103 @@ speedups_configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(commit_v3_lines_doc,
+"commit_v3_lines(items, record_type, prefixes, others) -> list\n\n"
+"kafka_json.RawCommitLines.lines: the dump-log line of each item of exactly `record_type`\n"
+"(a tuple: key bytes at 3, value bytes at 4) whose value is an OffsetCommitValue v3 with\n"
+"empty metadata and whose key is in `prefixes` (key -> the line up to the offset's digits);\n"
+"`others(run)` for each run of the other items, in order.");
+
+/* out += others(pending); pending is consumed */
+static int
+flush_others(PyObject *out, PyObject **pending, PyObject *others)
+{
+    PyObject *done = PyObject_CallOneArg(others, *pending);
+    Py_CLEAR(*pending);
+    if (done == NULL) {
+        return -1;
+    }
+    Py_ssize_t end = PyList_GET_SIZE(out);
+    int status = PyList_SetSlice(out, end, end, done);
+    Py_DECREF(done);
+    return status;
+}
+
+static PyObject *
+speedups_commit_v3_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "commit_v3_lines() takes 4 arguments");
+        return NULL;
+    }
+    PyObject *items = args[0], *record_type = args[1], *prefixes = args[2], *others = args[3];
+    if (!PyList_Check(items) || !PyType_Check(record_type) || !PyDict_Check(prefixes) ||
+        !PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "commit_v3_lines(list, tuple type, dict, callable) expected");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *pending = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (Py_TYPE(item) == (PyTypeObject *)record_type && PyTuple_GET_SIZE(item) > 4) {
+            PyObject *value = PyTuple_GET_ITEM(item, 4);
+            if (PyBytes_CheckExact(value) && PyBytes_GET_SIZE(value) == 24) {
+                PyObject *prefix = PyDict_GetItemWithError(prefixes, PyTuple_GET_ITEM(item, 3));
+                if (prefix == NULL && PyErr_Occurred()) {
+                    goto fail;
+                }
+                const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(value);
+                /* >hqihq: version, offset, leader epoch, metadata length, commit timestamp */
+                if (prefix != NULL && PyUnicode_Check(prefix) && be16(b) == 3 &&
+                    be16(b + 14) == 0) {
+                    if (pending != NULL && flush_others(out, &pending, others) < 0) {
+                        goto fail;
+                    }
+                    PyObject *line = PyUnicode_FromFormat(
+                        "%U%lld,\"leaderEpoch\":%d,\"metadata\":\"\",\"commitTimestamp\":%lld}}}",
+                        prefix, (long long)be64(b + 2), (int)be32(b + 10),
+                        (long long)be64(b + 16));
+                    if (line == NULL) {
+                        goto fail;
+                    }
+                    int status = PyList_Append(out, line);
+                    Py_DECREF(line);
+                    if (status < 0) {
+                        goto fail;
+                    }
+                    continue;
+                }
+            }
+        }
+        if (pending == NULL && (pending = PyList_New(0)) == NULL) {
+            goto fail;
+        }
+        if (PyList_Append(pending, item) < 0) {
+            goto fail;
+        }
+    }
+    if (pending != NULL && flush_others(out, &pending, others) < 0) {
+        goto fail;
+    }
+    return out;
+fail:
+    Py_XDECREF(pending);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))speedups_decode, METH_FASTCALL, decode_doc},
     {"decode_many", (PyCFunction)(void (*)(void))speedups_decode_many, METH_FASTCALL,
      decode_many_doc},
     {"configure", (PyCFunction)(void (*)(void))speedups_configure, METH_FASTCALL, configure_doc},
+    {"commit_v3_lines", (PyCFunction)(void (*)(void))speedups_commit_v3_lines, METH_FASTCALL,
+     commit_v3_lines_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -255,6 +255,13 @@ def speedups_disabled_by_environment() -> bool:
     return os.environ.get(NO_SPEEDUPS_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
+def accelerated(name: str) -> Any | None:
+    """The C accelerator's function `name`, or None when the accelerator is not used."""
+    if _SPEEDUPS is None or speedups_disabled_by_environment():
+        return None
+    return getattr(_SPEEDUPS, name, None)
+
+
 def speedups_status() -> tuple[bool, str]:
     """(whether a new `Codec()` uses the C accelerator, why not when it does not)."""
     if _SPEEDUPS is None:

@@ -19,6 +19,7 @@ from offsetwatch import cli
 from offsetwatch.commands.decode import loop as decode_loop
 from offsetwatch.decode_inputs import InputRecord
 from offsetwatch.decoder import Codec, DecodeError, KafkaJson
+from offsetwatch.decoder.codec import speedups_status
 from offsetwatch.decoder.kafka_json import RawCommitLines
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
@@ -59,9 +60,10 @@ class Generic:
 def check(items: list[InputRecord], accelerate: bool) -> int:
     """The items twice, as two chunks (learnt, then perhaps made from bytes): the lines equal
     the generic ones, in order; returns how many were made from bytes."""
-    raw = RawCommitLines()
+    raw = RawCommitLines(accelerate)
+    assert (raw._fast is not None) == (accelerate and speedups_status()[0])
     generic = Generic(raw, accelerate)
-    reference = Generic(RawCommitLines(), accelerate)
+    reference = Generic(RawCommitLines(accelerate), accelerate)
     expected = [reference.line(i) for i in items]
     # a chunk learns, the next one uses what it learnt
     assert raw.lines(items, InputRecord, generic) == expected
@@ -114,6 +116,15 @@ def test_commit_edge_cases(accelerate: bool) -> None:
     items += [item(bad_utf8, v) for v in values[:3]]
     items.append(item(b"\x7f\x00abc", values[0]))  # unknown key type
     assert check(items, accelerate) > 0
+
+
+@pytest.mark.parametrize("accelerate", [True, False], ids=["speedups", "pure-python"])
+def test_an_error_of_the_generic_path_comes_through(accelerate: bool) -> None:
+    def failing(items: list[Any]) -> list[Any]:
+        raise ValueError("generic path failed")
+
+    with pytest.raises(ValueError, match="generic path failed"):
+        RawCommitLines(accelerate).lines([item(b"k", b"v")], InputRecord, failing)
 
 
 @RAW
