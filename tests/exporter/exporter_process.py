@@ -77,13 +77,18 @@ def api_offsets(exporter: ExporterProcess, group: str) -> dict[tuple[str, int], 
     return {(r["topic"], r["partition"]): r["committed"] for r in answer.json()["partitions"]}
 
 
-def source_up_metric(exporter: ExporterProcess) -> float | None:
+def metric(exporter: ExporterProcess, name: str) -> float | None:
+    """The value of an unlabelled sample of /metrics."""
     answer = exporter.get("/metrics")
     for family in text_string_to_metric_families(answer.body.decode()):
         for sample in family.samples:
-            if sample.name == "offsetwatch_source_up":
+            if sample.name == name:
                 return float(sample.value)
     return None
+
+
+def source_up_metric(exporter: ExporterProcess) -> float | None:
+    return metric(exporter, "offsetwatch_source_up")
 
 
 @dataclass(slots=True)

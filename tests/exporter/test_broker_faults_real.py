@@ -41,6 +41,7 @@ from tests.exporter.daemon_helpers import (
 )
 from tests.exporter.exporter_process import ExporterProcess, Watcher
 from tests.exporter.exporter_process import api_offsets as child_api_offsets
+from tests.exporter.exporter_process import metric as exporter_metric
 from tests.exporter.real_broker_helpers import Committer
 from tests.real_broker import Broker, own_broker, retry, unique
 
@@ -268,8 +269,11 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
     children: list[ExporterProcess],
     record_property: Callable[[str, object], None],
 ) -> None:
-    """SIGSTOP until the exporter says "source down" (its requests time out after 5 s), then
-    SIGCONT: the exporter lives on, catches up, and stops cleanly."""
+    """SIGSTOP past every timeout of the exporter's clients: until it says "source down" (its
+    requests time out after 5 s) and its republishing has failed deliveries (the producer's
+    message.timeout.ms, 8 s here); then SIGCONT. The exporter lives on, catches up, and is
+    stopped (SIGTERM) and started again from its checkpoint, which a failed delivery held
+    back: the restart republishes what the output topic does not hold yet, exactly once."""
     topic, group, output = unique("orders"), unique("hung"), unique("republished")
     broker.create_topic(topic, 100)
     broker.create_topic(output, 3)
@@ -285,12 +289,18 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         output,
         "--archive-dir",
         str(archive),
+        "--checkpoint-path",
+        str(tmp_path / "state" / "offsetwatch.ckpt"),
+        "--checkpoint-interval-s",
+        "1",
         "--snapshot-interval-s",
         "0.2",
         "--sample-interval-s",
         "0.5",
         "-X",
         "socket.timeout.ms=5000",
+        "-X",
+        "message.timeout.ms=8000",
         "-X",
         "reconnect.backoff.max.ms=500",
     ]
@@ -318,6 +328,11 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
                 "/readyz: source down",
                 describe=describe,
             )
+            wait_for(
+                lambda: (exporter_metric(exporter, "offsetwatch_publish_errors_total") or 0) > 0,
+                "deliveries failed (message.timeout.ms passed)",
+                describe=describe,
+            )
         finally:
             os.kill(pid, signal.SIGCONT)
         back = time.monotonic()
@@ -339,7 +354,20 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         record_property("recovery_s", recovery_s)
         print(f"broker hang: ready with the API = OffsetFetch {recovery_s} s after SIGCONT")
         watcher.current = None
-        assert exporter.end(signal.SIGTERM) == 0, describe()
+        # a failed delivery makes the exit status 1 (a supervisor must see it), never a crash
+        assert exporter.end(signal.SIGTERM) in (0, 1), describe()
+        assert "Traceback" not in exporter.tail(), describe()
+        again = ExporterProcess.start(argv, tmp_path / "again.log", children)
+        wait_for(
+            lambda: (
+                again.get("/readyz").status == 200
+                and child_api_offsets(again, group) == broker.committed(group)
+            ),
+            "the restarted exporter ready with the API equal to OffsetFetch",
+            timeout_s=120,
+            describe=again.tail,
+        )
+        assert again.end(signal.SIGTERM) == 0, again.tail()
     finally:
         watcher.done.set()
         committer.stop()
