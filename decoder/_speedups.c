@@ -87,6 +87,17 @@ static ClassInfo commit_info = {COMMIT_SLOTS, C_COUNT, NULL, {0}};
 static ClassInfo member_info = {MEMBER_SLOTS, M_COUNT, NULL, {0}};
 static ClassInfo group_info = {GROUP_SLOTS, G_COUNT, NULL, {0}};
 
+/* decoder.segments._RecordSlots; objects are made as its subclass RawRecord, which adds no
+ * slots (the Python hot loop switches __class__ instead) */
+static const char *const RAW_SLOTS[] = {
+    "offset", "timestamp", "key", "value", "headers", "sequence", "producer_id",
+    "is_transactional",
+};
+enum { W_OFFSET, W_TIMESTAMP, W_KEY, W_VALUE, W_HEADERS, W_SEQUENCE, W_PRODUCER, W_TXN, W_COUNT };
+static ClassInfo raw_info = {RAW_SLOTS, W_COUNT, NULL, {0}};
+static PyTypeObject *raw_record_type; /* RawRecord */
+static PyObject *raw_empty_headers;   /* segments._EMPTY_HEADERS */
+
 /* defaults of the fields a version does not carry (objects from decoder.layout) */
 static PyObject *no_tags;             /* Tags() of every non-flexible struct */
 static PyObject *commit_epoch_default; /* OffsetCommitValue.leader_epoch before v3 */
@@ -853,6 +864,193 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(configure_raw_records_doc,
+"configure_raw_records(slots_class, record_class, empty_headers)\n\n"
+"decoder.segments' _RecordSlots, RawRecord (a subclass without slots of its own) and the\n"
+"headers of a record without headers, for decode_records().");
+
+static PyObject *
+speedups_configure_raw_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "configure_raw_records() takes 3 arguments");
+        return NULL;
+    }
+    if (load_class(&raw_info, args[0]) < 0) {
+        return NULL;
+    }
+    PyTypeObject *record = (PyTypeObject *)args[1];
+    if (!PyType_Check(args[1]) || !PyType_IsSubtype(record, raw_info.type) ||
+        record->tp_basicsize != raw_info.type->tp_basicsize || record->tp_dictoffset != 0 ||
+        record->tp_itemsize != 0 || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure_raw_records(): the record class must add no slots");
+        return NULL;
+    }
+    Py_INCREF(record);
+    Py_XSETREF(raw_record_type, record);
+    Py_INCREF(args[2]);
+    Py_XSETREF(raw_empty_headers, args[2]);
+    Py_RETURN_NONE;
+}
+
+/* Kafka's zig-zag varint at *p (at most `max_bytes` bytes): BAIL when it is longer, runs past
+ * `end`, or does not fit in 64 bits; the Python path then decides (and names the error). */
+static inline int
+read_zigzag(const unsigned char **p, const unsigned char *end, int max_bytes, int64_t *out)
+{
+    uint64_t raw = 0;
+    const unsigned char *q = *p;
+    for (int i = 0; i < max_bytes; i++) {
+        if (q >= end) {
+            return BAIL;
+        }
+        unsigned char b = *q++;
+        if (i == 9 && (b & 0x7E)) {
+            return BAIL; /* bits past the 64th */
+        }
+        raw |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *p = q;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return OK;
+        }
+    }
+    return BAIL;
+}
+
+/* key or value: length -1 is None, >= 0 that many bytes */
+static inline int
+read_blob(const unsigned char **p, const unsigned char *end, PyObject *buf, PyObject **out)
+{
+    int64_t n;
+    if (read_zigzag(p, end, 5, &n) != OK || n < -1 || n > end - *p) {
+        return BAIL;
+    }
+    if (n == -1) {
+        *out = newref(Py_None);
+        return OK;
+    }
+    if (n == (int64_t)PyBytes_GET_SIZE(buf)) {
+        *out = newref(buf);
+    }
+    else {
+        *out = PyBytes_FromStringAndSize((const char *)*p, (Py_ssize_t)n);
+        if (*out == NULL) {
+            return FAIL;
+        }
+    }
+    *p += n;
+    return OK;
+}
+
+PyDoc_STRVAR(decode_records_doc,
+"decode_records(buf, p, count, base_offset, base_ts, base_seq, producer_id, transactional)\n"
+"-> list[RawRecord] | None\n\n"
+"decoder.segments._decode_records_fast for records without headers; None (the Python path\n"
+"decides, and names any error) for anything else.");
+
+static PyObject *
+speedups_decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "decode_records() takes 8 arguments");
+        return NULL;
+    }
+    if (raw_record_type == NULL || !PyBytes_CheckExact(args[0])) {
+        Py_RETURN_NONE;
+    }
+    PyObject *buf = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[2]);
+    long long base_offset = PyLong_AsLongLong(args[3]);
+    long long base_ts = PyLong_AsLongLong(args[4]);
+    long long base_seq = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear(); /* out of range for C: the Python path */
+        Py_RETURN_NONE;
+    }
+    PyObject *producer_id = args[6], *transactional = args[7];
+    Py_ssize_t size = PyBytes_GET_SIZE(buf);
+    if (start < 0 || start > size || count < 0) {
+        Py_RETURN_NONE;
+    }
+    const unsigned char *base = (const unsigned char *)PyBytes_AS_STRING(buf);
+    const unsigned char *p = base + start, *end = base + size;
+    long long seq_step = base_seq == -1 ? 0 : 1;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, tsd, od;
+        PyObject *key = NULL, *value = NULL;
+        if (read_zigzag(&p, end, 5, &length) != OK || length < 0 || length > end - p) {
+            goto bail;
+        }
+        const unsigned char *rend = p + length;
+        p += 1; /* attributes */
+        if (p > end || read_zigzag(&p, end, 10, &tsd) != OK ||
+            read_zigzag(&p, end, 5, &od) != OK) {
+            goto bail;
+        }
+        int status = read_blob(&p, end, buf, &key);
+        if (status != OK) {
+            if (status == FAIL) {
+                goto fail;
+            }
+            goto bail;
+        }
+        status = read_blob(&p, end, buf, &value);
+        if (status != OK) {
+            Py_DECREF(key);
+            if (status == FAIL) {
+                goto fail;
+            }
+            goto bail;
+        }
+        /* headers: none (a count of 0), else the Python path; then the length must match */
+        long long offset, timestamp, sequence;
+        if (p >= end || *p != 0 || p + 1 != rend ||
+            __builtin_add_overflow(base_offset, (long long)od, &offset) ||
+            __builtin_add_overflow(base_ts, (long long)tsd, &timestamp) ||
+            __builtin_add_overflow(base_seq, (long long)od * seq_step, &sequence)) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            goto bail;
+        }
+        p += 1;
+        PyObject *f[W_COUNT] = {
+            PyLong_FromLongLong(offset), PyLong_FromLongLong(timestamp), key, value,
+            newref(raw_empty_headers), PyLong_FromLongLong(sequence), newref(producer_id),
+            newref(transactional),
+        };
+        if (f[W_OFFSET] == NULL || f[W_TIMESTAMP] == NULL || f[W_SEQUENCE] == NULL) {
+            clear_fields(f, W_COUNT);
+            goto fail;
+        }
+        PyObject *record = raw_record_type->tp_alloc(raw_record_type, 0);
+        if (record == NULL) {
+            clear_fields(f, W_COUNT);
+            goto fail;
+        }
+        for (int j = 0; j < W_COUNT; j++) {
+            SET_SLOT(raw_info, record, j, f[j]);
+        }
+        PyList_SET_ITEM(out, i, record);
+    }
+    if (p != end) {
+        goto bail;
+    }
+    return out;
+bail:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))speedups_decode, METH_FASTCALL, decode_doc},
     {"decode_many", (PyCFunction)(void (*)(void))speedups_decode_many, METH_FASTCALL,
@@ -860,6 +1058,10 @@ static PyMethodDef speedups_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))speedups_configure, METH_FASTCALL, configure_doc},
     {"commit_v3_lines", (PyCFunction)(void (*)(void))speedups_commit_v3_lines, METH_FASTCALL,
      commit_v3_lines_doc},
+    {"configure_raw_records", (PyCFunction)(void (*)(void))speedups_configure_raw_records,
+     METH_FASTCALL, configure_raw_records_doc},
+    {"decode_records", (PyCFunction)(void (*)(void))speedups_decode_records, METH_FASTCALL,
+     decode_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

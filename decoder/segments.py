@@ -46,6 +46,7 @@ from typing import Final, Literal
 
 import crc32c
 
+from offsetwatch.decoder.codec import accelerated
 from offsetwatch.decoder.compression import (
     DEFAULT_MAX_BATCH_BYTES,
     Codec,
@@ -387,6 +388,23 @@ def _read_headers(buf: bytes, p: int) -> tuple[tuple[tuple[str, bytes | None], .
 _EMPTY_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
 
 
+def _load_c_records() -> Callable[..., list[RawRecord] | None] | None:
+    """decoder/_speedups.c's `decode_records` (this module's fast loop in C), configured with
+    the record classes; None without the accelerator."""
+    configure = accelerated("configure_raw_records")
+    if configure is None or not _FAST_RECORDS:
+        return None
+    try:
+        configure(_RecordSlots, RawRecord, _EMPTY_HEADERS)
+    except TypeError:  # pragma: no cover - the classes changed shape
+        return None
+    decode: Callable[..., list[RawRecord] | None] | None = accelerated("decode_records")
+    return decode
+
+
+_C_RECORDS: Final = _load_c_records()
+
+
 def _decode_records_fast(
     buf: bytes,
     p: int,
@@ -672,8 +690,20 @@ def _decode_v2(body: bytes, position: int, verify_crc: bool, max_batch_bytes: in
             )
             return Batch(header, (), controls)
         if _FAST_RECORDS and ts_type == 0 and base_seq <= _INT32_MAX - max(last_delta, count):
-            records = _decode_records_fast(
-                buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional
+            # the C loop takes records without headers; anything else is the Python loop's
+            c_records = (
+                None
+                if _C_RECORDS is None
+                else _C_RECORDS(
+                    buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional
+                )
+            )
+            records = (
+                c_records
+                if c_records is not None
+                else _decode_records_fast(
+                    buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional
+                )
             )
         else:
             records = [
