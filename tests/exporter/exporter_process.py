@@ -121,3 +121,27 @@ class Watcher:
                 except Exception:  # the exporter is down (killed) or slow: nothing to judge
                     pass
             time.sleep(0.3)
+
+
+def export_argv(
+    bootstrap: str, output: str, archive: Path, checkpoint: Path, *extra: str
+) -> list[str]:
+    """`offsetwatch export` republishing to `output` and archiving to `archive`, with a
+    checkpoint every second, on a free local port (read from its log), plus `extra` flags."""
+    return [
+        "--bootstrap-server",
+        bootstrap,
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        "0",
+        "--publish-topic",
+        output,
+        "--archive-dir",
+        str(archive),
+        "--checkpoint-path",
+        str(checkpoint),
+        "--checkpoint-interval-s",
+        "1",
+        *extra,
+    ]

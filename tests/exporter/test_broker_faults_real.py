@@ -39,7 +39,7 @@ from tests.exporter.daemon_helpers import (
     scrape,
     wait_for,
 )
-from tests.exporter.exporter_process import ExporterProcess, Watcher
+from tests.exporter.exporter_process import ExporterProcess, Watcher, export_argv
 from tests.exporter.exporter_process import api_offsets as child_api_offsets
 from tests.exporter.exporter_process import metric as exporter_metric
 from tests.exporter.real_broker_helpers import Committer
@@ -146,6 +146,46 @@ def watch_readiness(
         time.sleep(0.3)
 
 
+def assert_said_down(seen: list[tuple[int, bool, float | None]]) -> None:
+    """While the broker was away, /readyz (503, source down) and offsetwatch_source_up (0)
+    said so, and never claimed ready."""
+    down = [(status, metric) for status, up, metric in seen if not up]
+    assert down and all(status == 503 and metric != 1 for status, metric in down), down
+    assert any(metric == 0 for _status, metric in down), down
+
+
+def assert_each_record_once(broker: Broker, output: str, archive: Path) -> None:
+    """The republished topic and the archive each hold every __consumer_offsets position
+    once."""
+    expected = source_positions(broker)
+    republished = republished_positions(broker, output)
+    assert len(republished) == len(set(republished)), "a record republished twice"
+    assert set(republished) == expected
+    archived = archived_positions(archive)
+    assert len(archived) == len(set(archived)), "a record archived twice"
+    assert set(archived) == expected
+
+
+def settle(
+    committer: Committer,
+    broker: Broker,
+    group: str,
+    api: Callable[[], dict[tuple[str, int], int] | None],
+    describe: Callable[[], object] | None = None,
+) -> None:
+    """After a fault: the client commits again, stops, and the exporter's API (`api`) comes
+    to equal Kafka's OffsetFetch."""
+    before = committer.commits
+    wait_for(lambda: committer.commits > before + 5, "commits again after the fault")
+    committer.stop()
+    wait_for(
+        lambda: api() == broker.committed(group),
+        "the API equal to OffsetFetch after the fault",
+        timeout_s=120,
+        describe=describe,
+    )
+
+
 def slow_source(monkeypatch: pytest.MonkeyPatch) -> None:
     """The exporter's source hands out at most 200 records per call and waits 20 ms first: a
     catch-up over a few thousand records then lasts seconds, long enough to crash into."""
@@ -218,14 +258,7 @@ def test_a_broker_crash_loses_nothing_and_duplicates_nothing(
         broker.control("restart")
         # measured, never asserted: the README's Reliability table reports it
         back = time.monotonic()
-        before = committer.commits
-        wait_for(lambda: committer.commits > before + 5, "commits again after the fault")
-        committer.stop()
-        wait_for(
-            lambda: api_offsets(service, group) == broker.committed(group),
-            "the API equal to OffsetFetch after the fault",
-            timeout_s=120,
-        )
+        settle(committer, broker, group, lambda: api_offsets(service, group))
         wait_for(lambda: readyz(service).status == 200, "ready again")
         # the watcher's own latest sample too: on a loaded machine a request to the restarted
         # broker may still time out (socket.timeout.ms) after the first ready answer, and the
@@ -248,19 +281,9 @@ def test_a_broker_crash_loses_nothing_and_duplicates_nothing(
         )
         done.set()
         watcher.join(10)
-    # while the broker was away, both signals said so (and never claimed ready)
-    down = [(status, metric) for status, up, metric in seen if not up]
-    assert down and all(status == 503 and metric != 1 for status, metric in down), down
-    assert any(metric == 0 for _status, metric in down), down
+    assert_said_down(seen)
     assert not catching_up or seen[0][0] == 503
-
-    expected = source_positions(broker)
-    republished = republished_positions(broker, output)
-    assert len(republished) == len(set(republished)), "a record republished twice"
-    assert set(republished) == expected
-    archived = archived_positions(archive)
-    assert len(archived) == len(set(archived)), "a record archived twice"
-    assert set(archived) == expected
+    assert_each_record_once(broker, output, archive)
 
 
 def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
@@ -278,32 +301,15 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
     broker.create_topic(topic, 100)
     broker.create_topic(output, 3)
     archive = tmp_path / "archive"
-    argv = [
-        "--bootstrap-server",
+    argv = export_argv(
         broker.bootstrap,
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        "0",
-        "--publish-topic",
         output,
-        "--archive-dir",
-        str(archive),
-        "--checkpoint-path",
-        str(tmp_path / "state" / "offsetwatch.ckpt"),
-        "--checkpoint-interval-s",
-        "1",
-        "--snapshot-interval-s",
-        "0.2",
-        "--sample-interval-s",
-        "0.5",
-        "-X",
-        "socket.timeout.ms=5000",
-        "-X",
-        "message.timeout.ms=8000",
-        "-X",
-        "reconnect.backoff.max.ms=500",
-    ]
+        archive,
+        tmp_path / "state" / "offsetwatch.ckpt",
+        *("--snapshot-interval-s", "0.2", "--sample-interval-s", "0.5"),
+        *("-X", "socket.timeout.ms=5000", "-X", "message.timeout.ms=8000"),
+        *("-X", "reconnect.backoff.max.ms=500"),
+    )
     committer = Committer(broker, topic, group, 2)
     watcher = Watcher()
     watching = threading.Thread(target=watcher.run, daemon=True)
@@ -336,15 +342,7 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         finally:
             os.kill(pid, signal.SIGCONT)
         back = time.monotonic()
-        before = committer.commits
-        wait_for(lambda: committer.commits > before + 5, "commits again after the fault")
-        committer.stop()
-        wait_for(
-            lambda: child_api_offsets(exporter, group) == broker.committed(group),
-            "the API equal to OffsetFetch after the fault",
-            timeout_s=120,
-            describe=describe,
-        )
+        settle(committer, broker, group, lambda: child_api_offsets(exporter, group), describe)
         wait_for(
             lambda: bool(watcher.seen) and watcher.seen[-1][1] == 200,
             "ready again",
@@ -371,14 +369,5 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
     finally:
         watcher.done.set()
         committer.stop()
-    down = [(status, metric) for _pid, status, up, metric in watcher.seen if not up]
-    assert down and all(status == 503 and metric != 1 for status, metric in down), down
-    assert any(metric == 0 for _status, metric in down), down
-
-    expected = source_positions(broker)
-    republished = republished_positions(broker, output)
-    assert len(republished) == len(set(republished)), "a record republished twice"
-    assert set(republished) == expected
-    archived = archived_positions(archive)
-    assert len(archived) == len(set(archived)), "a record archived twice"
-    assert set(archived) == expected
+    assert_said_down([(status, up, metric) for _pid, status, up, metric in watcher.seen])
+    assert_each_record_once(broker, output, archive)

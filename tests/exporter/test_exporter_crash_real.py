@@ -40,6 +40,7 @@ from tests.exporter.exporter_process import (
     ExporterProcess,
     Watcher,
     api_offsets,
+    export_argv,
 )
 from tests.exporter.real_broker_helpers import Committer
 from tests.exporter.test_broker_faults_real import positions_of
@@ -156,26 +157,13 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
 ) -> None:
     committer, group, output = committer_and_names
     archive, checkpoint = tmp_path / "archive", tmp_path / "state" / "offsetwatch.ckpt"
-    argv = [
-        "--bootstrap-server",
+    argv = export_argv(
         kafka_broker.bootstrap,
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        "0",
-        "--publish-topic",
         output,
-        "--archive-dir",
-        str(archive),
-        "--checkpoint-path",
-        str(checkpoint),
-        "--checkpoint-interval-s",
-        "1",
-        "--snapshot-interval-s",
-        "0.5",
-        "--sample-interval-s",
-        "1",
-    ]
+        archive,
+        checkpoint,
+        *("--snapshot-interval-s", "0.5", "--sample-interval-s", "1"),
+    )
     watcher = Watcher()
     watching = threading.Thread(target=watcher.run, daemon=True)
     watching.start()
