@@ -239,6 +239,17 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
         if key in config and str(config[key]).lower() != str(value).lower():
             log.warning("ignoring %s=%r: the offsets source requires %r", key, config[key], value)
         merged[key] = value
+    # after an outage, a quiet cluster is seen back only through the statistics reports
+    # (records from before it may still sit in the prefetch queue, and prove nothing)
+    interval = str(merged.get("statistics.interval.ms", "")).strip()
+    if not interval.isdigit() or int(interval) == 0:
+        log.warning(
+            "ignoring statistics.interval.ms=%r: the offsets source needs broker statistics "
+            "to see the cluster back after an outage; using %s",
+            merged.get("statistics.interval.ms"),
+            _DEFAULTS["statistics.interval.ms"],
+        )
+        merged["statistics.interval.ms"] = _DEFAULTS["statistics.interval.ms"]
     return merged
 
 

@@ -141,6 +141,16 @@ def test_consumer_config_never_commits() -> None:
     assert consumer_config({})["group.id"] != merged["group.id"]
 
 
+def test_statistics_stay_on(caplog: pytest.LogCaptureFixture) -> None:
+    """source_up() sees a quiet cluster back after an outage through the statistics only."""
+    assert consumer_config({"statistics.interval.ms": 1000})["statistics.interval.ms"] == 1000
+    with caplog.at_level("WARNING", logger="offsetwatch.exporter.kafka_source"):
+        assert consumer_config({"statistics.interval.ms": "0"})["statistics.interval.ms"] == 5000
+    assert ["ignoring statistics.interval.ms='0'" in r.getMessage() for r in caplog.records] == [
+        True
+    ]
+
+
 def test_source_config_is_logged_redacted(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="offsetwatch.exporter.kafka_source")
     source = OffsetsTopicSource(
