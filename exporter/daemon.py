@@ -14,6 +14,7 @@ Threads and who owns what:
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
 import queue
@@ -838,6 +839,8 @@ class Exporter:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        # `kill -USR1 PID`: every thread's stack on stderr, for a daemon that seems stuck
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     def close(self) -> None:
         """Flush sinks, write the final checkpoint, close clients. A failure of any of them is

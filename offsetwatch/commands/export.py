@@ -23,7 +23,8 @@ partitions they consume, and serve:
   /api/v1/groups[/NAME]  groups with per-partition lag, lag in seconds, status and members
 
 Lag and status series appear only once the exporter is ready, so a restart never shows a
-lag spike from replayed history. SIGTERM flushes, checkpoints and exits 0.
+lag spike from replayed history. SIGTERM flushes, checkpoints and exits 0; SIGUSR1 prints
+every thread's stack to stderr (a daemon that seems stuck).
 """
 
 EPILOG = """\

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -57,8 +58,16 @@ class ExporterProcess:
             self.url = found[-1].decode()
         return bool(found)
 
-    def tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-3000:]
+    def tail(self, size: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-size:]
+
+    def stacks(self) -> str:
+        """The exit status, or every thread's stack (SIGUSR1), then the end of the log."""
+        if self.proc.poll() is not None:
+            return f"exited {self.proc.returncode}; log: {self.tail()}"
+        self.proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        return f"still running; its threads and log: {self.tail(12000)}"
 
     def get(self, path: str) -> Any:
         return http_get(self.url, path, timeout_s=5)

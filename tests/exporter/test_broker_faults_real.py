@@ -318,7 +318,7 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         exporter = ExporterProcess.start(argv, tmp_path / "export.log", children)
 
         def describe() -> str:
-            return f"exit status {exporter.proc.poll()}; log: {exporter.tail()}"
+            return exporter.stacks()
 
         wait_for(
             lambda: exporter.get("/readyz").status == 200 and committer.commits > 5,
