@@ -660,7 +660,7 @@ class Exporter:
             self.rebuild()
             return True
         if isinstance(event, SourceError):
-            log.warning("source: %s: %s", event.code, event.message)
+            log.warning("%s source: %s: %s", self.config.offsets_topic, event.code, event.message)
         return False
 
     def rebuild(self) -> None:

@@ -297,7 +297,7 @@ class OffsetsTopicSource:
         merged["stats_cb"] = self._on_stats
         merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
         self.config_for_logging = redact(merged)
-        log.info("offsets source config: %s", self.config_for_logging)
+        log.info("%s source config: %s", self.topic, self.config_for_logging)
         self._consumer = consumer_factory(merged)
 
         self._lock = threading.Lock()
@@ -342,7 +342,7 @@ class OffsetsTopicSource:
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:  # already closed / broker gone
-            log.debug("offsets source close: %s", exc)
+            log.debug("%s source close: %s", self.topic, exc)
 
     def __enter__(self) -> OffsetsTopicSource:
         return self
@@ -514,7 +514,7 @@ class OffsetsTopicSource:
             with self._lock:
                 self._assigned.update(tp.partition for tp in to_assign)
             self._queue(PartitionsAssigned(tuple(tp.partition for tp in to_assign)))
-            log.info("offsets source assigned %d partition(s) of %s", len(to_assign), self.topic)
+            log.info("%s source assigned %d partition(s)", self.topic, len(to_assign))
 
     def _note_cluster(self, cluster_id: str | None) -> None:
         """Compare the cluster id of a metadata answer with the one read so far."""
@@ -669,11 +669,11 @@ class OffsetsTopicSource:
         self._up = False
         self._down_ends = fetched_ends
         self._down_since = self._clock()
-        log.warning("offsets source: %s", why)
+        log.warning("%s source: %s", self.topic, why)
 
     def _mark_up(self) -> None:
         if not self._up:
-            log.info("offsets source: cluster reachable")
+            log.info("%s source: cluster reachable", self.topic)
             # back after an outage: look at the metadata at once, the cluster behind the
             # address may be another one (wiped and replaced)
             self._next_refresh = 0.0
@@ -692,7 +692,7 @@ class OffsetsTopicSource:
             )
         else:
             event = SourceError("UNKNOWN", f"{context}: {err}")
-        log.warning("offsets source: %s", event.message)
+        log.warning("%s source: %s", self.topic, event.message)
         self._queue(event)
 
     def _on_error(self, err: KafkaError) -> None:
