@@ -260,6 +260,8 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
 _DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN})
 #: statistics reports in a row without a broker connection up that mean "down"
 _DOWN_AFTER_REPORTS = 2
+#: how long a metadata probe of a cluster reported down may block the main loop
+_DOWN_PROBE_TIMEOUT_S = 1.0
 
 
 class OffsetsTopicSource:
@@ -453,15 +455,22 @@ class OffsetsTopicSource:
     def _refresh_assignment(self) -> None:
         """Assign partitions not assigned yet (first call, or the topic grew)."""
         retry = min(5.0, self._metadata_refresh_s)
-        if self._started and not self._up:
-            # A metadata call would just block for metadata_timeout_s; librdkafka reconnects
-            # on its own and stats/fetches tell us when it is back.
-            self._next_refresh = self._clock() + retry
-            return
+        # Down: a short probe (the loop goes on reading what the client holds meanwhile). Its
+        # answer says the cluster is back, and it hands librdkafka fresh leaders and epochs:
+        # after a broker hung past the request timeouts, the fetchers could wait for those
+        # with no broker connection open, so no statistics report ever said UP again and
+        # nothing was read (seen in the hang test under load).
+        probing = self._started and not self._up
+        timeout = (
+            min(_DOWN_PROBE_TIMEOUT_S, self._metadata_timeout_s)
+            if probing
+            else (self._metadata_timeout_s)
+        )
         try:
-            metadata = self._consumer.list_topics(self.topic, timeout=self._metadata_timeout_s)
+            metadata = self._consumer.list_topics(self.topic, timeout=timeout)
         except KafkaException as exc:
-            self._queue_error(exc.args[0] if exc.args else None, "metadata lookup failed")
+            if not probing:  # a down cluster was reported once already
+                self._queue_error(exc.args[0] if exc.args else None, "metadata lookup failed")
             self._next_refresh = self._clock() + retry
             return
         self._note_cluster(metadata.cluster_id)
