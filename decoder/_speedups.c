@@ -921,7 +921,7 @@ read_zigzag(const unsigned char **p, const unsigned char *end, int max_bytes, in
 
 /* key or value: length -1 is None, >= 0 that many bytes */
 static inline int
-read_blob(const unsigned char **p, const unsigned char *end, PyObject *buf, PyObject **out)
+read_blob(const unsigned char **p, const unsigned char *end, PyObject **out)
 {
     int64_t n;
     if (read_zigzag(p, end, 5, &n) != OK || n < -1 || n > end - *p) {
@@ -931,14 +931,9 @@ read_blob(const unsigned char **p, const unsigned char *end, PyObject *buf, PyOb
         *out = newref(Py_None);
         return OK;
     }
-    if (n == (int64_t)PyBytes_GET_SIZE(buf)) {
-        *out = newref(buf);
-    }
-    else {
-        *out = PyBytes_FromStringAndSize((const char *)*p, (Py_ssize_t)n);
-        if (*out == NULL) {
-            return FAIL;
-        }
+    *out = PyBytes_FromStringAndSize((const char *)*p, (Py_ssize_t)n);
+    if (*out == NULL) {
+        return FAIL;
     }
     *p += n;
     return OK;
@@ -994,14 +989,14 @@ speedups_decode_records(PyObject *module, PyObject *const *args, Py_ssize_t narg
             read_zigzag(&p, end, 5, &od) != OK) {
             goto bail;
         }
-        int status = read_blob(&p, end, buf, &key);
+        int status = read_blob(&p, end, &key);
         if (status != OK) {
             if (status == FAIL) {
                 goto fail;
             }
             goto bail;
         }
-        status = read_blob(&p, end, buf, &value);
+        status = read_blob(&p, end, &value);
         if (status != OK) {
             Py_DECREF(key);
             if (status == FAIL) {

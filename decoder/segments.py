@@ -690,21 +690,11 @@ def _decode_v2(body: bytes, position: int, verify_crc: bool, max_batch_bytes: in
             )
             return Batch(header, (), controls)
         if _FAST_RECORDS and ts_type == 0 and base_seq <= _INT32_MAX - max(last_delta, count):
-            # the C loop takes records without headers; anything else is the Python loop's
-            c_records = (
-                None
-                if _C_RECORDS is None
-                else _C_RECORDS(
-                    buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional
-                )
-            )
-            records = (
-                c_records
-                if c_records is not None
-                else _decode_records_fast(
-                    buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional
-                )
-            )
+            # the C loop takes records without headers (else None): the rest is the Python loop's
+            args = (buf, start, count, base_offset, base_ts, base_seq, producer_id, transactional)
+            records = None if _C_RECORDS is None else _C_RECORDS(*args)
+            if records is None:
+                records = _decode_records_fast(*args)
         else:
             records = [
                 RawRecord(

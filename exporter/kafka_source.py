@@ -461,11 +461,9 @@ class OffsetsTopicSource:
         # with no broker connection open, so no statistics report ever said UP again and
         # nothing was read (seen in the hang test under load).
         probing = self._started and not self._up
-        timeout = (
-            min(_DOWN_PROBE_TIMEOUT_S, self._metadata_timeout_s)
-            if probing
-            else (self._metadata_timeout_s)
-        )
+        timeout = self._metadata_timeout_s
+        if probing:
+            timeout = min(_DOWN_PROBE_TIMEOUT_S, timeout)
         try:
             metadata = self._consumer.list_topics(self.topic, timeout=timeout)
         except KafkaException as exc:
@@ -664,15 +662,6 @@ class OffsetsTopicSource:
 
     # -- librdkafka callbacks (run inside consume()/list_topics() on our thread) -----------
 
-    def _fetched_ends(self) -> dict[int, int]:
-        """High watermarks of the assigned partitions as their last fetch answered."""
-        ends: dict[int, int] = {}
-        for partition in sorted(self._assigned):
-            high = self._cached_watermarks(partition)[1]
-            if high is not None:
-                ends[partition] = high
-        return ends
-
     def _mark_down(self, fetched_ends: dict[int, int], why: str) -> None:
         """Under self._lock."""
         self._up = False
@@ -707,7 +696,7 @@ class OffsetsTopicSource:
     def _on_error(self, err: KafkaError) -> None:
         self.errors_total += 1
         code = err.code()
-        ends = self._fetched_ends() if code in _DOWN_CODES and self._up else {}
+        ends = self.end_offsets() if code in _DOWN_CODES and self._up else {}
         with self._lock:
             if code in _DOWN_CODES and self._up:
                 self._mark_down(ends, f"all brokers down ({err.str()})")
@@ -732,7 +721,7 @@ class OffsetsTopicSource:
             # an ordinary reconnect) without any connection up
             self._reports_without_up += 1
             if self._reports_without_up == _DOWN_AFTER_REPORTS and self._up:
-                ends = self._fetched_ends()
+                ends = self.end_offsets()
                 with self._lock:
                     self._mark_down(
                         ends, f"no broker connection up in {_DOWN_AFTER_REPORTS} statistics reports"

@@ -146,6 +146,14 @@ def watch_readiness(
         time.sleep(0.3)
 
 
+def fault_topics(broker: Broker, group_prefix: str) -> tuple[str, str, str]:
+    """(a data topic of 100 partitions, a group name, a republish topic of 3 partitions)."""
+    topic, group, output = unique("orders"), unique(group_prefix), unique("republished")
+    broker.create_topic(topic, 100)
+    broker.create_topic(output, 3)
+    return topic, group, output
+
+
 def assert_said_down(seen: list[tuple[int, bool, float | None]]) -> None:
     """While the broker was away, /readyz (503, source down) and offsetwatch_source_up (0)
     said so, and never claimed ready."""
@@ -223,9 +231,7 @@ def test_a_broker_crash_loses_nothing_and_duplicates_nothing(
     record_property: Callable[[str, object], None],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    topic, group, output = unique("orders"), unique("busy"), unique("republished")
-    broker.create_topic(topic, 100)
-    broker.create_topic(output, 3)
+    topic, group, output = fault_topics(broker, "busy")
     archive = tmp_path / "archive"
     config = exporter_config(
         broker.bootstrap,
@@ -297,9 +303,7 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
     message.timeout.ms, 8 s here); then SIGCONT. The exporter lives on, catches up, and is
     stopped (SIGTERM) and started again from its checkpoint, which a failed delivery held
     back: the restart republishes what the output topic does not hold yet, exactly once."""
-    topic, group, output = unique("orders"), unique("hung"), unique("republished")
-    broker.create_topic(topic, 100)
-    broker.create_topic(output, 3)
+    topic, group, output = fault_topics(broker, "hung")
     archive = tmp_path / "archive"
     argv = export_argv(
         broker.bootstrap,
