@@ -225,20 +225,30 @@ def configure_speedups(module: Any) -> None:
     )
 
 
-def _load_speedups() -> tuple[Any, str]:
-    """(the configured decoder._speedups module or None, why it is not used)."""
+def built_from(name: str, source: Path) -> tuple[Any, str]:
+    """(the C extension module `name`, "") when it is built and, in a source checkout, built
+    from this very `source`; else (None, why it is not used)."""
     try:
-        module = importlib.import_module("offsetwatch.decoder._speedups")
+        module = importlib.import_module(name)
     except ImportError as error:
-        return None, f"offsetwatch.decoder._speedups is not built ({error})"
-    source = Path(__file__).with_name("_speedups.c")
-    if source.exists():  # a source checkout: the build must be of this very source
+        return None, f"{name} is not built ({error})"
+    if source.exists():
         digest = hashlib.sha256(source.read_bytes()).hexdigest()
         if getattr(module, "SOURCE_SHA256", None) != digest:
             return None, (
-                f"offsetwatch.decoder._speedups was built from another version of {source.name}: "
+                f"{name} was built from another version of {source.name}: "
                 "run `pip install -e .` again"
             )
+    return module, ""
+
+
+def _load_speedups() -> tuple[Any, str]:
+    """(the configured decoder._speedups module or None, why it is not used)."""
+    module, why = built_from(
+        "offsetwatch.decoder._speedups", Path(__file__).with_name("_speedups.c")
+    )
+    if module is None:
+        return None, why
     if not _layouts_match_speedups():
         return None, "the record layouts differ from what decoder/_speedups.c reads"
     try:

@@ -3,15 +3,24 @@
 Every message either becomes a decoded record applied to the state (and handed to the
 sinks), or - when its bytes are bad - is counted by reason and handed to the quarantine
 callback with its error. Nothing is dropped silently and nothing stops the stream.
+
+C accelerator: with no sink to feed, plain offset commits of tables the state already has
+(the bulk of any catch-up) are applied by `offsetwatch.exporter._ingest_speedups`
+(exporter/_ingest_speedups.c) straight from the fetched messages into the state's columns,
+with no Record objects. It stops at the first message it does not cover; that one message
+takes the Python path below (the reference), and the C loop goes on after it.
+`Ingestor(accelerate=False)` or OFFSETWATCH_NO_SPEEDUPS=1 turns it off;
+tests/exporter/test_ingest_speedups.py checks both paths leave the same state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
-from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.codec import Codec, built_from, speedups_disabled_by_environment
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -42,6 +51,19 @@ class Quarantined:
 RecordSink = Callable[[AnyRecord], None]
 QuarantineSink = Callable[[Quarantined], None]
 
+_ACCELERATOR, _ACCELERATOR_MISSING = built_from(
+    "offsetwatch.exporter._ingest_speedups", Path(__file__).with_name("_ingest_speedups.c")
+)
+
+
+def ingest_accelerator() -> tuple[Any, str]:
+    """(exporter._ingest_speedups or None, why it is not used)."""
+    if _ACCELERATOR is None:
+        return None, _ACCELERATOR_MISSING
+    if speedups_disabled_by_environment():
+        return None, "turned off by OFFSETWATCH_NO_SPEEDUPS"
+    return _ACCELERATOR, ""
+
 
 @dataclass(slots=True)
 class Ingestor:
@@ -54,9 +76,49 @@ class Ingestor:
     quarantine: list[QuarantineSink] = field(default_factory=list)
     #: next offset to read per __consumer_offsets partition, after what was applied
     positions: dict[int, int] = field(default_factory=dict)
+    #: apply plain offset commits through exporter._ingest_speedups when it is built
+    accelerate: bool = True
+    _apply_commits: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.accelerate:
+            module, _why = ingest_accelerator()
+            if module is not None:
+                self._apply_commits = module.apply_commits
+
+    @property
+    def accelerated(self) -> bool:
+        return self._apply_commits is not None
 
     def ingest(self, messages: Iterable[RawMessage]) -> int:
-        """Decode and apply a batch; returns how many messages were handled.
+        """Decode and apply a batch; returns how many messages were handled."""
+        apply_commits = self._apply_commits
+        if apply_commits is None or self.sinks or type(messages) is not list:
+            return self._ingest(messages)
+        # counts[key_type * 4 + version] of what the C loop applied, counts[8] all of it;
+        # filled in also when it raises, so the counters stay true
+        counts = [0] * 9
+        n = len(messages)
+        i = 0
+        try:
+            while True:
+                i = apply_commits(messages, i, self.state.groups, self.positions, counts)
+                if i >= n:
+                    break
+                self._ingest(messages[i : i + 1])
+                i += 1
+        finally:
+            counters = self.state.counters
+            counters.records += counts[8]
+            counters.commits += counts[8]
+            for kind, count in enumerate(counts[:8]):
+                if count:
+                    key_type, version = divmod(kind, 4)
+                    self.stats.count_record(RECORD_TYPES[key_type].name, version, count)
+        return n
+
+    def _ingest(self, messages: Iterable[RawMessage]) -> int:
+        """The Python path of `ingest`, the reference.
 
         Per message, in order: decode, apply to the state, hand to the sinks, advance the
         position (or count and quarantine it when it cannot be decoded). The decoding side

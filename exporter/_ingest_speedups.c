@@ -1,0 +1,661 @@
+/*
+ * exporter._ingest_speedups: an optional C accelerator of the exporter's ingest.
+ *
+ * A catch-up is millions of plain offset commits: a key of type 0/1 with a non-flexible
+ * OffsetCommitValue (versions 0-3) and empty metadata, for a (group, topic) the state already
+ * tracks, at a partition its table already has a slot for. `apply_commits` applies such
+ * records straight from confluent-kafka's Message objects into the `PartitionTable` columns,
+ * without building Record objects, exactly as `OffsetState.apply_many` would. It stops at the
+ * first message it does not cover (another key type, a tombstone, metadata, a new group,
+ * topic or partition slot, bytes it cannot read) and returns its index: the Python path
+ * (exporter/ingest.py) handles that one message - decoding it, creating what it needs or
+ * quarantining it - and calls back. The Python path is the reference; the tests compare
+ * both on the same streams (tests/exporter/test_ingest_speedups.py).
+ *
+ * `split_batch` is the per-message loop of `OffsetsTopicSource.poll_batch`.
+ *
+ * Buffers of the columns are held (so nothing can resize them) only while one run of
+ * records of one table is applied; nothing is cached across calls, so a rolled window
+ * (new column arrays), a deleted table or a cleared state is seen at the next run.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *s_key, *s_value, *s_partition, *s_offset, *s_timestamp, *s_error;
+static PyObject *s_topics, *s_commits_total, *s_last_record_ts, *s_metadata;
+static PyObject *empty_str;
+
+/* PartitionTable's columns, in the order of COLUMN_NAMES */
+enum {
+    T_PRESENT, T_COMMITTED, T_COMMIT_TS, T_LEADER_EPOCH, T_WINDOW_OFFSET, T_WINDOW_COMMITS,
+    T_NEXT_OFFSET, T_NEXT_COMMITS, T_BUCKET_OFFSET, T_BUCKET_COMMITS, T_FIRST_COMMIT_TS,
+    T_REWIND_TS, T_MOVE_TS, T_COUNT
+};
+static const char *const COLUMN_NAMES[T_COUNT] = {
+    "present", "committed", "commit_ts", "leader_epoch", "window_offset", "window_commits",
+    "next_offset", "next_commits", "bucket_offset", "bucket_commits", "first_commit_ts",
+    "rewind_ts", "move_ts",
+};
+/* the array typecode of each column (bytearray: "B") */
+static const char COLUMN_FORMATS[T_COUNT] = {
+    'B', 'q', 'q', 'i', 'q', 'i', 'q', 'i', 'q', 'i', 'q', 'q', 'q',
+};
+static PyObject *column_names[T_COUNT];
+
+#define NEVER (-1)
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
+}
+
+static inline int
+be16(const unsigned char *p)
+{
+    return (int16_t)(uint16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * One run: the records of one (group, topic) table */
+
+typedef struct {
+    PyObject *prefix;  /* the key bytes (held) whose first prefix_len bytes name the table */
+    Py_ssize_t prefix_len;
+    PyObject *group;   /* GroupState (held) */
+    PyObject *metadata; /* the table's metadata list, or Py_None (held) */
+    Py_buffer views[T_COUNT];
+    Py_ssize_t size;   /* slots every column has */
+    long long commits; /* commits applied in this run, not yet added to the group */
+    long long max_ts;  /* the newest message timestamp of the run */
+    int open;
+} Run;
+
+static void
+release_views(Run *run, int count)
+{
+    for (int i = 0; i < count; i++) {
+        PyBuffer_Release(&run->views[i]);
+    }
+}
+
+/* Add the run's commits to its group (commits_total, last_record_ts) and let go of it. */
+static int
+close_run(Run *run)
+{
+    if (!run->open) {
+        return 0;
+    }
+    int status = 0;
+    release_views(run, T_COUNT);
+    run->open = 0;
+    if (run->commits) {
+        PyObject *total = PyObject_GetAttr(run->group, s_commits_total);
+        PyObject *added = NULL, *add = NULL, *last = NULL;
+        if (total == NULL || (add = PyLong_FromLongLong(run->commits)) == NULL ||
+            (added = PyNumber_Add(total, add)) == NULL ||
+            PyObject_SetAttr(run->group, s_commits_total, added) < 0 ||
+            (last = PyObject_GetAttr(run->group, s_last_record_ts)) == NULL) {
+            status = -1;
+        }
+        else {
+            long long previous = PyLong_AsLongLong(last);
+            if (previous == -1 && PyErr_Occurred()) {
+                status = -1;
+            }
+            else if (run->max_ts > previous) {
+                PyObject *ts = PyLong_FromLongLong(run->max_ts);
+                if (ts == NULL || PyObject_SetAttr(run->group, s_last_record_ts, ts) < 0) {
+                    status = -1;
+                }
+                Py_XDECREF(ts);
+            }
+        }
+        Py_XDECREF(total);
+        Py_XDECREF(add);
+        Py_XDECREF(added);
+        Py_XDECREF(last);
+    }
+    run->commits = 0;
+    Py_CLEAR(run->prefix);
+    Py_CLEAR(run->group);
+    Py_CLEAR(run->metadata);
+    return status;
+}
+
+/* The (group id, topic) of an offset-commit key's prefix: group string, topic string, both
+ * strict UTF-8 with non-negative lengths, then exactly 4 bytes of partition. 0 when the key
+ * is not such a key. */
+static int
+parse_prefix(const unsigned char *b, Py_ssize_t n, PyObject **group_id, PyObject **topic)
+{
+    if (n < 2 + 2 + 2 + 4) {
+        return 0;
+    }
+    Py_ssize_t group_len = be16(b + 2);
+    if (group_len < 0 || n < 4 + group_len + 2 + 4) {
+        return 0;
+    }
+    Py_ssize_t topic_len = be16(b + 4 + group_len);
+    if (topic_len < 0 || n != 4 + group_len + 2 + topic_len + 4) {
+        return 0;
+    }
+    *group_id = PyUnicode_DecodeUTF8((const char *)b + 4, group_len, NULL);
+    if (*group_id == NULL) {
+        return -1;
+    }
+    *topic = PyUnicode_DecodeUTF8((const char *)b + 6 + group_len, topic_len, NULL);
+    if (*topic == NULL) {
+        Py_CLEAR(*group_id);
+        return -1;
+    }
+    return 1;
+}
+
+/* Open the run of the table named by `key`: 1 done, 0 not covered (no such group, topic or
+ * table shape; invalid UTF-8), -1 error. */
+static int
+open_run(Run *run, PyObject *key, PyObject *groups)
+{
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(key);
+    Py_ssize_t n = PyBytes_GET_SIZE(key);
+    PyObject *group_id = NULL, *topic = NULL;
+    int found = parse_prefix(b, n, &group_id, &topic);
+    if (found < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            return -1;
+        }
+        PyErr_Clear(); /* Python keeps invalid bytes with surrogateescape */
+        return 0;
+    }
+    if (found == 0) {
+        return 0;
+    }
+    int status = 0;
+    PyObject *topics = NULL, *metadata = NULL;
+    PyObject *group = PyDict_GetItemWithError(groups, group_id); /* borrowed */
+    if (group == NULL) {
+        status = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    topics = PyObject_GetAttr(group, s_topics);
+    if (topics == NULL) {
+        status = -1;
+        goto done;
+    }
+    if (!PyDict_Check(topics)) {
+        goto done;
+    }
+    PyObject *table = PyDict_GetItemWithError(topics, topic); /* borrowed */
+    if (table == NULL) {
+        status = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    metadata = PyObject_GetAttr(table, s_metadata);
+    if (metadata == NULL) {
+        status = -1;
+        goto done;
+    }
+    if (metadata != Py_None && !PyList_CheckExact(metadata)) {
+        goto done;
+    }
+    Py_ssize_t size = PY_SSIZE_T_MAX;
+    for (int i = 0; i < T_COUNT; i++) {
+        PyObject *column = PyObject_GetAttr(table, column_names[i]);
+        if (column == NULL) {
+            release_views(run, i);
+            status = -1;
+            goto done;
+        }
+        int got = PyObject_GetBuffer(column, &run->views[i], PyBUF_WRITABLE | PyBUF_FORMAT);
+        Py_DECREF(column);
+        if (got < 0) {
+            release_views(run, i);
+            PyErr_Clear(); /* not a column this module can write: the Python path */
+            goto done;
+        }
+        Py_buffer *view = &run->views[i];
+        const char *format = view->format == NULL ? "B" : view->format;
+        if (format[0] != COLUMN_FORMATS[i] || format[1] != '\0' || view->ndim != 1 ||
+            (view->itemsize != (COLUMN_FORMATS[i] == 'q' ? 8 : COLUMN_FORMATS[i] == 'i' ? 4 : 1))) {
+            release_views(run, i + 1);
+            goto done;
+        }
+        Py_ssize_t slots = view->len / view->itemsize;
+        if (slots < size) {
+            size = slots;
+        }
+    }
+    if (metadata != Py_None && PyList_GET_SIZE(metadata) < size) {
+        size = PyList_GET_SIZE(metadata);
+    }
+    run->size = size;
+    run->prefix = Py_NewRef(key);
+    run->prefix_len = n - 4;
+    run->group = Py_NewRef(group);
+    run->metadata = Py_NewRef(metadata);
+    run->commits = 0;
+    run->max_ts = NEVER;
+    run->open = 1;
+    status = 1;
+done:
+    Py_XDECREF(topics);
+    Py_XDECREF(metadata);
+    Py_DECREF(group_id);
+    Py_DECREF(topic);
+    return status;
+}
+
+/* the int a method of the message returns (None -> `none`); -1 with an exception set on error */
+static inline int
+call_int(PyObject *message, PyObject *name, long long none, long long *out)
+{
+    PyObject *args[1] = {message};
+    PyObject *result =
+        PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (result == NULL) {
+        return -1;
+    }
+    if (result == Py_None) {
+        *out = none;
+    }
+    else {
+        *out = PyLong_AsLongLong(result);
+        if (*out == -1 && PyErr_Occurred()) {
+            Py_DECREF(result);
+            return -1;
+        }
+    }
+    Py_DECREF(result);
+    return 0;
+}
+
+static inline PyObject *
+call(PyObject *message, PyObject *name)
+{
+    PyObject *args[1] = {message};
+    return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* A plain commit value: 1 with its fields, 0 when not covered (other versions, metadata,
+ * short or trailing bytes). */
+static inline int
+parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int64_t *commit_ts)
+{
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(value);
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    if (n < 2) {
+        return 0;
+    }
+    int v = be16(b);
+    /* offset, [epoch v3], metadata (int16 length, must be 0), commit ts, [expire ts v1] */
+    Py_ssize_t expected = 2 + 8 + (v == 3 ? 4 : 0) + 2 + 8 + (v == 1 ? 8 : 0);
+    if (v < 0 || v > 3 || n != expected) {
+        return 0;
+    }
+    const unsigned char *p = b + 2;
+    *offset = be64(p);
+    p += 8;
+    if (v == 3) {
+        *epoch = be32(p);
+        p += 4;
+    }
+    else {
+        *epoch = -1; /* OffsetCommitValue.leader_epoch before v3 (checked by the caller) */
+    }
+    if (p[0] != 0 || p[1] != 0) {
+        return 0;
+    }
+    p += 2;
+    *commit_ts = be64(p);
+    *version = v;
+    return 1;
+}
+
+#define COL64(run, i) ((int64_t *)(run)->views[i].buf)
+#define COL32(run, i) ((int32_t *)(run)->views[i].buf)
+
+PyDoc_STRVAR(apply_commits_doc,
+"apply_commits(messages, start, groups, positions, counts) -> int\n\n"
+"Apply messages[start:] to the state while they are plain offset commits of tracked\n"
+"tables; returns the index of the first message not applied (len(messages) when all\n"
+"were). positions[partition] becomes offset + 1 of the last message applied per partition;\n"
+"counts[key_type * 4 + version] counts the records applied and counts[8] all of them,\n"
+"also when an exception is raised.");
+
+static PyObject *
+apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "apply_commits() takes 5 arguments");
+        return NULL;
+    }
+    PyObject *messages = args[0], *groups = args[2], *positions = args[3], *counts = args[4];
+    if (!PyList_CheckExact(messages) || !PyDict_CheckExact(groups) ||
+        !PyDict_CheckExact(positions) || !PyList_CheckExact(counts) ||
+        PyList_GET_SIZE(counts) != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "apply_commits(list, int, dict, dict, list of 9 ints) expected");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    long long applied[9] = {0};
+    Run run = {0};
+    long long run_partition = -1, run_position = 0;
+    int failed = 0;
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    for (; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i);
+        PyObject *key = call(message, s_key);
+        if (key == NULL) {
+            failed = 1;
+            break;
+        }
+        const unsigned char *kb;
+        Py_ssize_t kn;
+        if (!PyBytes_CheckExact(key) || (kn = PyBytes_GET_SIZE(key)) < 2 + 2 + 2 + 4 ||
+            (kb = (const unsigned char *)PyBytes_AS_STRING(key))[0] != 0 || kb[1] > 1) {
+            Py_DECREF(key);
+            break;
+        }
+        PyObject *value = call(message, s_value);
+        if (value == NULL) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        int version;
+        int64_t offset, commit_ts;
+        int32_t epoch;
+        int plain = PyBytes_CheckExact(value) &&
+                    parse_value(value, &version, &offset, &epoch, &commit_ts);
+        Py_DECREF(value);
+        if (!plain) {
+            Py_DECREF(key);
+            break;
+        }
+        /* the same table as the record before: same key bytes but for the partition */
+        if (!run.open || run.prefix_len != kn - 4 ||
+            memcmp(PyBytes_AS_STRING(run.prefix), kb, kn - 4) != 0) {
+            if (close_run(&run) < 0) {
+                Py_DECREF(key);
+                failed = 1;
+                break;
+            }
+            int opened = open_run(&run, key, groups);
+            if (opened <= 0) {
+                Py_DECREF(key);
+                failed = opened < 0;
+                break;
+            }
+        }
+        int32_t slot = be32(kb + kn - 4);
+        Py_DECREF(key);
+        if (slot < 0 || slot >= run.size) {
+            break; /* the table grows on the Python path */
+        }
+        long long partition, position, timestamp;
+        if (call_int(message, s_partition, 0, &partition) < 0 ||
+            call_int(message, s_offset, 0, &position) < 0) {
+            failed = 1;
+            break;
+        }
+        PyObject *ts = call(message, s_timestamp);
+        if (ts == NULL) {
+            failed = 1;
+            break;
+        }
+        if (!PyTuple_Check(ts) || PyTuple_GET_SIZE(ts) != 2) {
+            Py_DECREF(ts);
+            break;
+        }
+        timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, 1));
+        Py_DECREF(ts);
+        if (timestamp == -1 && PyErr_Occurred()) {
+            failed = 1;
+            break;
+        }
+        /* PartitionTable.commit */
+        unsigned char *present = (unsigned char *)run.views[T_PRESENT].buf;
+        if (present[slot]) {
+            int64_t previous = COL64(&run, T_COMMITTED)[slot];
+            if (offset < previous) {
+                COL64(&run, T_REWIND_TS)[slot] = commit_ts;
+            }
+            else if (offset > previous) {
+                COL64(&run, T_MOVE_TS)[slot] = commit_ts;
+            }
+            int32_t *bucket = &COL32(&run, T_BUCKET_COMMITS)[slot];
+            if (*bucket == INT32_MAX) {
+                break; /* Python's array raises OverflowError: let it */
+            }
+            *bucket += 1;
+        }
+        else {
+            present[slot] = 1;
+            COL64(&run, T_WINDOW_OFFSET)[slot] = offset;
+            COL64(&run, T_NEXT_OFFSET)[slot] = offset;
+            COL64(&run, T_BUCKET_OFFSET)[slot] = offset;
+            COL32(&run, T_WINDOW_COMMITS)[slot] = 0;
+            COL32(&run, T_NEXT_COMMITS)[slot] = 0;
+            COL32(&run, T_BUCKET_COMMITS)[slot] = 1;
+            COL64(&run, T_FIRST_COMMIT_TS)[slot] = commit_ts;
+            COL64(&run, T_MOVE_TS)[slot] = commit_ts;
+            COL64(&run, T_REWIND_TS)[slot] = NEVER;
+        }
+        COL64(&run, T_COMMITTED)[slot] = offset;
+        COL64(&run, T_COMMIT_TS)[slot] = commit_ts;
+        COL32(&run, T_LEADER_EPOCH)[slot] = epoch;
+        if (run.metadata != Py_None) {
+            PyObject *old = PyList_GET_ITEM(run.metadata, slot);
+            PyList_SET_ITEM(run.metadata, slot, Py_NewRef(empty_str));
+            Py_DECREF(old);
+        }
+        /* OffsetState.apply_many's bookkeeping */
+        run.commits++;
+        if (timestamp > run.max_ts) {
+            run.max_ts = timestamp;
+        }
+        applied[kb[1] * 4 + version]++;
+        applied[8]++;
+        /* Ingestor's position of the partition */
+        if (partition != run_partition) {
+            if (run_partition >= 0) {
+                PyObject *p = PyLong_FromLongLong(run_partition);
+                PyObject *o = p == NULL ? NULL : PyLong_FromLongLong(run_position);
+                int set = o == NULL ? -1 : PyDict_SetItem(positions, p, o);
+                Py_XDECREF(p);
+                Py_XDECREF(o);
+                if (set < 0) {
+                    run_partition = -1;
+                    failed = 1;
+                    i++; /* this message was applied */
+                    break;
+                }
+            }
+            run_partition = partition;
+        }
+        run_position = position + 1;
+    }
+    /* settle what was applied, also after an error (keep its exception) */
+    PyObject *type = NULL, *exc = NULL, *tb = NULL;
+    if (failed) {
+        PyErr_Fetch(&type, &exc, &tb);
+    }
+    int settled = close_run(&run);
+    if (settled == 0 && run_partition >= 0) {
+        PyObject *p = PyLong_FromLongLong(run_partition);
+        PyObject *o = p == NULL ? NULL : PyLong_FromLongLong(run_position);
+        settled = o == NULL ? -1 : PyDict_SetItem(positions, p, o);
+        Py_XDECREF(p);
+        Py_XDECREF(o);
+    }
+    for (int k = 0; settled == 0 && k < 9; k++) {
+        if (!applied[k]) {
+            continue;
+        }
+        PyObject *had = PyList_GET_ITEM(counts, k);
+        PyObject *add = PyLong_FromLongLong(applied[k]);
+        PyObject *sum = add == NULL ? NULL : PyNumber_Add(had, add);
+        Py_XDECREF(add);
+        if (sum == NULL) {
+            settled = -1;
+            break;
+        }
+        PyList_SetItem(counts, k, sum); /* steals sum, drops had */
+    }
+    if (failed) {
+        if (settled < 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, exc, tb);
+        return NULL;
+    }
+    if (settled < 0) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+PyDoc_STRVAR(split_batch_doc,
+"split_batch(messages) -> (records, last, errors)\n\n"
+"The messages without error() (the list itself when none has one), the offset of the last\n"
+"of them per partition, and the messages with an error, in order.");
+
+static PyObject *
+split_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "split_batch() takes a list");
+        return NULL;
+    }
+    PyObject *messages = args[0];
+    PyObject *last = PyDict_New();
+    PyObject *errors = PyList_New(0);
+    PyObject *records = NULL;
+    if (last == NULL || errors == NULL) {
+        goto error;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i);
+        PyObject *err = call(message, s_error);
+        if (err == NULL) {
+            goto error;
+        }
+        int bad = err != Py_None;
+        Py_DECREF(err);
+        if (bad) {
+            if (records == NULL) {
+                /* the records before the first error */
+                records = PyList_GetSlice(messages, 0, i);
+                if (records == NULL) {
+                    goto error;
+                }
+            }
+            if (PyList_Append(errors, message) < 0) {
+                goto error;
+            }
+            continue;
+        }
+        if (records != NULL && PyList_Append(records, message) < 0) {
+            goto error;
+        }
+        PyObject *p_obj = call(message, s_partition);
+        if (p_obj == NULL) {
+            goto error;
+        }
+        PyObject *o_obj = call(message, s_offset);
+        if (o_obj == NULL) {
+            Py_DECREF(p_obj);
+            goto error;
+        }
+        int set = PyDict_SetItem(last, p_obj, o_obj);
+        Py_DECREF(p_obj);
+        Py_DECREF(o_obj);
+        if (set < 0) {
+            goto error;
+        }
+    }
+    if (records == NULL) {
+        records = Py_NewRef(messages);
+    }
+    PyObject *result = PyTuple_Pack(3, records, last, errors);
+    Py_DECREF(records);
+    Py_DECREF(last);
+    Py_DECREF(errors);
+    return result;
+error:
+    Py_XDECREF(records);
+    Py_XDECREF(last);
+    Py_XDECREF(errors);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"apply_commits", (PyCFunction)(void (*)(void))apply_commits, METH_FASTCALL,
+     apply_commits_doc},
+    {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_ingest_speedups",
+    "C accelerator of the exporter's ingest (exporter/_ingest_speedups.c).", -1, methods,
+};
+
+#ifndef OFFSETWATCH_SPEEDUPS_SOURCE
+#define OFFSETWATCH_SPEEDUPS_SOURCE ""
+#endif
+
+PyMODINIT_FUNC
+PyInit__ingest_speedups(void)
+{
+    struct {
+        PyObject **target;
+        const char *name;
+    } names[] = {
+        {&s_key, "key"}, {&s_value, "value"}, {&s_partition, "partition"},
+        {&s_offset, "offset"}, {&s_timestamp, "timestamp"}, {&s_error, "error"},
+        {&s_topics, "topics"}, {&s_commits_total, "commits_total"},
+        {&s_last_record_ts, "last_record_ts"}, {&s_metadata, "metadata"}, {&empty_str, ""},
+    };
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        if (*names[k].target == NULL) {
+            *names[k].target = PyUnicode_InternFromString(names[k].name);
+            if (*names[k].target == NULL) {
+                return NULL;
+            }
+        }
+    }
+    for (int k = 0; k < T_COUNT; k++) {
+        if (column_names[k] == NULL) {
+            column_names[k] = PyUnicode_InternFromString(COLUMN_NAMES[k]);
+            if (column_names[k] == NULL) {
+                return NULL;
+            }
+        }
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(module, "SOURCE_SHA256", OFFSETWATCH_SPEEDUPS_SOURCE) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

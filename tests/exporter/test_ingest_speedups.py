@@ -1,0 +1,326 @@
+"""The C accelerator of the ingest (exporter/_ingest_speedups.c) leaves the state the Python
+path leaves, on every stream.
+
+`Ingestor()` applies plain offset commits through `offsetwatch.exporter._ingest_speedups`
+when it is built; `Ingestor(accelerate=False)` is the pure-Python reference. Each test feeds
+the same batches of messages to both and compares everything they touch: every column of
+every table, the metadata, each group's records, history and counters, the state's counters,
+the positions, the counts by record type and version, and what was quarantined. Streams: every
+record Kafka 4.0 wrote in the conformance captures, and seeded random streams mixing commits
+of all value versions, metadata, rewinds, tombstones, group records, table growth, invalid
+UTF-8, undecodable bytes and window rolls between batches.
+
+Under CI=true the accelerator must be active; locally a failed build only skips.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.layout import ZERO_UUID
+from offsetwatch.decoder.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+from offsetwatch.exporter.ingest import Ingestor, Quarantined, ingest_accelerator
+from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.stats import PipelineStats
+from tests.decoder.strategies import real_records
+
+T0 = 1_700_000_000_000
+CODEC = Codec()
+
+
+def _accelerator() -> Any:
+    module, why = ingest_accelerator()
+    if module is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the ingest accelerator is not active under CI=true: {why}")
+        pytest.skip(f"the ingest accelerator is not used: {why}")
+    return module
+
+
+@dataclass(slots=True)
+class Message:
+    """What confluent_kafka.Message offers the ingest."""
+
+    _partition: int | None
+    _offset: int | None
+    _timestamp: int
+    _key: bytes | None
+    _value: bytes | None
+
+    def partition(self) -> int | None:
+        return self._partition
+
+    def offset(self) -> int | None:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._timestamp)
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def error(self) -> None:
+        return None
+
+
+def _state_of(ingestor: Ingestor, quarantined: list[Quarantined]) -> Any:
+    state = ingestor.state
+    groups = {}
+    for group_id, group in state.groups.items():
+        tables = {}
+        for topic, table in group.topics.items():
+            size = len(table.present)
+            tables[topic] = {
+                name: list(getattr(table, name))[:size]
+                for name in PartitionColumns
+                if name != "metadata"
+            } | {"metadata": [table.metadata_of(p) for p in range(size)]}
+        groups[group_id] = (
+            group.commits_total,
+            group.last_record_ts,
+            sorted((k, repr(r)) for k, r in group.records.items()),
+            repr(group.history),
+            tables,
+        )
+    return (
+        groups,
+        repr(state.counters),
+        dict(ingestor.positions),
+        dict(ingestor.stats.records_total),
+        dict(ingestor.stats.decode_errors_total),
+        [(q.partition, q.offset, q.timestamp, q.key, q.value, str(q.error)) for q in quarantined],
+    )
+
+
+PartitionColumns = (
+    "present",
+    "committed",
+    "commit_ts",
+    "leader_epoch",
+    "window_offset",
+    "window_commits",
+    "next_offset",
+    "next_commits",
+    "bucket_offset",
+    "bucket_commits",
+    "first_commit_ts",
+    "rewind_ts",
+    "move_ts",
+    "metadata",
+)
+
+
+def _both(batches: list[list[Message]], roll_every: int = 0) -> tuple[Any, Any, Ingestor]:
+    """Feed the same batches to the C and the Python path; (C state, Python state, C one)."""
+    results = []
+    fast_ingestor = None
+    for accelerate in (True, False):
+        ingestor = Ingestor(OffsetState(), PipelineStats(), Codec(), accelerate=accelerate)
+        assert ingestor.accelerated is accelerate
+        quarantined: list[Quarantined] = []
+        ingestor.quarantine.append(quarantined.append)
+        for n, batch in enumerate(batches):
+            assert ingestor.ingest(list(batch)) == len(batch)
+            if roll_every and n % roll_every == roll_every - 1:
+                ingestor.state.roll_windows(T0 + n * 1000, 4000)
+        results.append(_state_of(ingestor, quarantined))
+        if accelerate:
+            fast_ingestor = ingestor
+    assert fast_ingestor is not None
+    return results[0], results[1], fast_ingestor
+
+
+def test_every_real_record_leaves_the_same_state(conformance_dir: Path) -> None:
+    _accelerator()
+    messages = [
+        Message(r.partition, r.offset, r.timestamp, r.key, r.value)
+        for r in real_records(conformance_dir)
+    ]
+    batches = [messages[i : i + 97] for i in range(0, len(messages), 97)]
+    fast, slow, _ = _both(batches)
+    assert fast == slow
+    assert fast[0], "the captures hold groups with offsets"
+
+
+def _commit_bytes(
+    rng: random.Random, group: str, topic: str, partition: int, offset: int, ts: int
+) -> tuple[bytes, bytes]:
+    version = rng.choice((0, 1, 2, 3, 3, 3, 3))
+    metadata = rng.choice(("",) * 12 + ("m", "consumer-1\x00"))
+    value = OffsetCommitValue(
+        offset,
+        rng.choice((-1, 0, 7)) if version == 3 else -1,
+        metadata,
+        ts,
+        ts + 1000 if version == 1 else -1,
+        ZERO_UUID,
+    )
+    key_type = rng.choice((1, 1, 1, 0))
+    return CODEC.encode_key(key_type, OffsetCommitKey(group, topic, partition)), (
+        CODEC.encode_value(key_type, version, value)
+    )
+
+
+def _random_stream(seed: int) -> list[list[Message]]:
+    rng = random.Random(seed)
+    groups = [f"g{i}" for i in range(rng.randrange(1, 6))] + ["gr\u00fcn"]
+    topics = ["t", "orders", "\u00e9v\u00e9nements"]
+    offsets: dict[tuple[str, str, int], int] = {}
+    position = {p: rng.randrange(0, 1000) for p in range(3)}
+    messages: list[Message] = []
+    ts = T0
+    for _ in range(rng.randrange(50, 1500)):
+        ts += rng.choice((0, 1, 5, 1000))
+        part = rng.randrange(0, 3)
+        position[part] += rng.choice((1, 1, 1, 2))
+        kind = rng.random()
+        key: bytes | None
+        value: bytes | None
+        if kind < 0.80:
+            # a commit request: a run of partitions of one (group, topic)
+            group, topic = rng.choice(groups), rng.choice(topics)
+            first = rng.randrange(0, 40)
+            for p in range(first, first + rng.randrange(1, 90)):
+                slot = (group, topic, p)
+                offsets[slot] = max(0, offsets.get(slot, 0) + rng.choice((0, 1, 5, 5, 5, -3)))
+                key, value = _commit_bytes(rng, group, topic, p, offsets[slot], ts)
+                message_ts = ts + rng.choice((0, 0, -2000, 3))
+                messages.append(Message(part, position[part], message_ts, key, value))
+                position[part] += 1
+            continue
+        if kind < 0.86:  # an offset tombstone
+            if not offsets:
+                continue
+            group, topic, p = rng.choice(sorted(offsets))
+            key, value = CODEC.encode_key(1, OffsetCommitKey(group, topic, p)), None
+        elif kind < 0.91:  # group metadata, or its tombstone
+            group = rng.choice(groups)
+            key = CODEC.encode_key(2, GroupMetadataKey(group))
+            value = (
+                None
+                if rng.random() < 0.3
+                else CODEC.encode_value(
+                    2, 3, GroupMetadataValue("consumer", 1, "range", "", ts, ())
+                )
+            )
+        elif kind < 0.94:  # invalid UTF-8 in a group id, a key of unknown type
+            key = rng.choice(
+                (
+                    b"\x00\x01\x00\x02\xff\xfe\x00\x01t\x00\x00\x00\x00",
+                    b"\x7f\x00\x00",
+                )
+            )
+            value = struct.pack(">hq", 3, 1)
+        elif kind < 0.97:  # bytes nobody can decode
+            key = b"\x00\x01\x00"
+            value = rng.randbytes(rng.randrange(0, 30))
+        else:  # a commit with a truncated or trailing-byte value
+            key, value = _commit_bytes(rng, rng.choice(groups), "t", 1, 5, ts)
+            value = value[:-1] if rng.random() < 0.5 else value + b"\x00"
+        messages.append(Message(rng.choice((part, None)), position[part], ts, key, value))
+    batches = []
+    while messages:
+        size = rng.choice((1, 3, 50, 500))
+        batches.append(messages[:size])
+        messages = messages[size:]
+    return batches
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_streams_leave_the_same_state(seed: int) -> None:
+    _accelerator()
+    fast, slow, _ = _both(_random_stream(seed), roll_every=1 + seed % 4)
+    assert fast == slow
+
+
+def test_the_c_loop_applies_the_bulk_of_a_commit_stream() -> None:
+    """Not a speed test: proof that the C loop does run (the equality above would also hold
+    if everything fell back to Python)."""
+    module = _accelerator()
+    state = OffsetState()
+    ingestor = Ingestor(state, PipelineStats(), Codec())
+    messages = []
+    for round_ in range(5):
+        for p in range(100):
+            key, value = CODEC.encode(
+                Record(
+                    1,
+                    OffsetCommitKey("g", "t", p),
+                    3,
+                    OffsetCommitValue(round_, -1, "", T0, -1, ZERO_UUID),
+                )
+            )
+            messages.append(Message(0, len(messages), T0, key, value))
+    # the first round creates the table partition by partition (the Python path)
+    ingestor.ingest(messages[:100])
+    counts = [0] * 9
+    assert module.apply_commits(messages, 100, state.groups, ingestor.positions, counts) == 500
+    assert counts[8] == 400 and counts[1 * 4 + 3] == 400
+    assert ingestor.positions == {0: 500}
+    assert list(state.groups["g"].topics["t"].committed)[:100] == [4] * 100
+
+
+def test_sinks_see_every_record_so_the_c_loop_stays_out() -> None:
+    _accelerator()
+    seen: list[Any] = []
+    batches = _random_stream(7)
+    ingestor = Ingestor(OffsetState(), PipelineStats(), Codec())
+    ingestor.sinks.append(seen.append)
+    handled = sum(ingestor.ingest(list(batch)) for batch in batches)
+    assert len(seen) + sum(ingestor.stats.decode_errors_total.values()) == handled
+
+
+def test_a_state_emptied_between_batches_is_rebuilt_not_written_into_old_tables() -> None:
+    """The daemon's rebuild clears `state.groups`; nothing may land in a table it dropped."""
+    _accelerator()
+    batches = _random_stream(3)
+    ingestor = Ingestor(OffsetState(), PipelineStats(), Codec())
+    ingestor.ingest(list(batches[0]))
+    old_tables = [t for g in ingestor.state.groups.values() for t in g.topics.values()]
+    before = [list(t.committed) for t in old_tables]
+    ingestor.state.groups.clear()
+    for batch in batches[1:]:
+        ingestor.ingest(list(batch))
+    assert [list(t.committed) for t in old_tables] == before
+
+
+def test_the_source_splits_batches_as_its_python_loop_did() -> None:
+    module = _accelerator()
+
+    @dataclass
+    class Failed(Message):
+        def error(self) -> Any:  # type: ignore[override]
+            return "broken"
+
+    good = [Message(p % 3, p, T0, b"k", b"v") for p in range(10)]
+    bad = Failed(1, 99, T0, None, None)
+    assert module.split_batch(good) == (good, {0: 9, 1: 7, 2: 8}, [])
+    assert module.split_batch(good)[0] is good
+    mixed = [*good[:4], bad, *good[4:]]
+    assert module.split_batch(mixed) == (good, {0: 9, 1: 7, 2: 8}, [bad])
+    assert module.split_batch([]) == ([], {}, [])
+
+
+def test_the_accelerator_is_built_from_this_source() -> None:
+    module = _accelerator()
+    source = Path(__file__).parents[2] / "exporter" / "_ingest_speedups.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert digest == module.SOURCE_SHA256
