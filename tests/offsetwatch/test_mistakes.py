@@ -320,38 +320,173 @@ def test_export_on_a_port_in_use(busy_port: int, capsys: pytest.CaptureFixture[s
 
 # -- unreadable inputs of decode: named, skipped, the others decoded, exit 1 ---------------
 
+#: the checkout whose code `decode` runs (it is put first on the child's PYTHONPATH)
+CHECKOUT = Path(__file__).parents[2]
 
-def _unprivileged() -> list[str]:
-    """How to run a command without root's power to read any file (root ignores modes)."""
+#: run by each candidate way of starting `decode`: where offsetwatch is imported from, and
+#: whether a file of mode 0 (argv[1]) can be read
+_PROBE = """\
+import pathlib, sys
+import offsetwatch.cli
+print(pathlib.Path(offsetwatch.cli.__file__).resolve().parent)
+try:
+    open(sys.argv[1], "rb").close()
+except PermissionError:
+    print("denied")
+else:
+    print("read")
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Unprivileged:
+    """A way to run `offsetwatch decode` that a file's mode can deny a read."""
+
+    #: what the way is, for the skip message
+    description: str
+    #: put before the interpreter's path in the command
+    prefix: list[str]
+    #: the child's PYTHONPATH: holds the offsetwatch package it must import
+    pythonpath: Path
+
+
+def _child_env(pythonpath: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFSETWATCH_")}
+    # PYTHONPATH comes before site-packages (and an editable install's finder): the child
+    # imports this checkout's code, or the copy of it, and nothing else
+    env["PYTHONPATH"] = str(pythonpath)
+    return env
+
+
+def _open_dir(prefix: str) -> Path:
+    """A fresh directory every user can enter (tempfile's and pytest's are mode 0700)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
+
+
+def _make_readable(root: Path) -> None:
+    for sub in root.rglob("*"):
+        sub.chmod(0o755 if sub.is_dir() else 0o644)
+
+
+def _ways(copy: Path) -> Iterator[Unprivileged]:
+    """Ways to run `decode` where a file's mode counts, the most direct first.
+
+    Root reads any file (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH). Root keeps its uid without
+    those two capabilities (so it still reads the checkout and the interpreter, which root
+    owns, while a root-owned file of mode 0 is refused); else it becomes the checkout's owner
+    (or nobody), who may not reach the checkout (a clone inside `mktemp -d`, mode 0700): then
+    a world-readable copy of the package is imported instead.
+    """
+    yield Unprivileged(f"as uid {os.geteuid()}", [], CHECKOUT)
     if os.geteuid() != 0:
-        return []
+        return
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot deny a read")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        return
+    yield Unprivileged(
+        "as root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH",
+        [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"],
+        CHECKOUT,
+    )
+    owner = CHECKOUT.stat()
+    uid, gid = (owner.st_uid, owner.st_gid) if owner.st_uid != 0 else (65534, 65534)
+    as_user = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    yield Unprivileged(f"as uid {uid}", as_user, CHECKOUT)
+    copy.mkdir()
+    shutil.copytree(  # the symlinks decoder, exporter and spark_jobs are copied as folders
+        CHECKOUT / "offsetwatch",
+        copy / "offsetwatch",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    copy.chmod(0o755)
+    _make_readable(copy)
+    yield Unprivileged(f"as uid {uid} from a world-readable copy of offsetwatch/", as_user, copy)
+
+
+def _why_not(way: Unprivileged, locked: Path) -> str | None:
+    """None when `way` imports the expected offsetwatch and is refused `locked` (mode 0)."""
+    command = [*way.prefix, sys.executable, "-c", _PROBE, str(locked)]
+    env = _child_env(way.pythonpath)
+    try:
+        result = subprocess.run(
+            command, cwd=locked.parent, env=env, capture_output=True, text=True, timeout=120
+        )
+    except OSError as error:
+        return str(error)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        return lines[-1] if lines else f"exit status {result.returncode}"
+    lines = result.stdout.splitlines() or ["", ""]
+    imported, verdict = lines[0], lines[-1]
+    expected = (way.pythonpath / "offsetwatch").resolve()
+    if Path(imported) != expected:
+        return f"imported offsetwatch from {imported}, not {expected}"
+    return None if verdict == "denied" else "read a file of mode 0"
+
+
+@pytest.fixture(scope="module")
+def unprivileged() -> Iterator[Unprivileged]:
+    """The first of `_ways` that imports this checkout's code and is refused a file of mode 0;
+    skipped locally, failed under CI=true, when there is none."""
+    scratch = _open_dir("offsetwatch-unprivileged-")
+    locked = scratch / "locked"
+    locked.write_bytes(b"")
+    locked.chmod(0)
+    tried = []
+    try:
+        for way in _ways(scratch / "copy"):
+            why = _why_not(way, locked)
+            if why is None:
+                yield way
+                return
+            tried.append(f"{way.description}: {why}")
+        if os.geteuid() == 0 and shutil.which("setpriv") is None:
+            tried.append("setpriv not found")
+        if os.geteuid() == 0:
+            fix = (
+                "run the tests as a non-root user, or as root with setpriv (util-linux) and "
+                "CAP_SETPCAP, or from a checkout and interpreter that uid 65534 can read (no "
+                "directory of mode 0700 above them)"
+            )
+        else:
+            fix = (
+                f"run the tests as a user without CAP_DAC_OVERRIDE who can run {sys.executable}"
+                f" and read {CHECKOUT}"
+            )
+        message = (
+            "cannot run `offsetwatch decode` so that a file's mode denies it a read ("
+            + "; ".join(tried)
+            + f"): {fix}"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    finally:
+        _make_readable(scratch)
+        shutil.rmtree(scratch)
 
 
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A directory the unprivileged user can enter (pytest's tmp_path is root's, mode 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="offsetwatch-mistakes-"))
-    path.chmod(0o755)
+    path = _open_dir("offsetwatch-mistakes-")
     yield path
-    for sub in path.rglob("*"):
-        sub.chmod(0o755 if sub.is_dir() else 0o644)
+    _make_readable(path)
     shutil.rmtree(path)
 
 
-def decode(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = [*_unprivileged(), sys.executable, "-m", "offsetwatch.cli", "decode", *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFSETWATCH_")}
-    # the unprivileged user may not read this checkout's .pth-installed path: say it
-    env["PYTHONPATH"] = str(Path(__file__).parents[2])
+def decode(
+    unprivileged: Unprivileged, args: list[str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    command = [*unprivileged.prefix, sys.executable, "-m", "offsetwatch.cli", "decode", *args]
+    env = _child_env(unprivileged.pythonpath)
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_decode_names_unreadable_inputs_and_decodes_the_rest(
-    open_dir: Path, conformance_dir: Path
+    unprivileged: Unprivileged, open_dir: Path, conformance_dir: Path
 ) -> None:
     segments = conformance_dir / "runs" / "codec-gzip" / "segments"
     good_dir = open_dir / "__consumer_offsets-0"
@@ -362,18 +497,19 @@ def test_decode_names_unreadable_inputs_and_decodes_the_rest(
     shutil.copytree(segments / "__consumer_offsets-2", locked_file)
     (open_dir / "good.jsonl").write_bytes(SAMPLE.read_bytes())
     (open_dir / "locked.jsonl").write_bytes(SAMPLE.read_bytes())
-    for path in open_dir.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    _make_readable(open_dir)
     locked_dir.chmod(0)
     for log in locked_file.glob("*.log"):
         log.chmod(0)
     (open_dir / "locked.jsonl").chmod(0)
 
-    alone = decode(["--input", "segments", good_dir.name], open_dir)
+    alone = decode(unprivileged, ["--input", "segments", good_dir.name], open_dir)
     assert alone.returncode == 0, alone.stderr
     assert alone.stdout.count("\n") > 0
     mixed = decode(
-        ["--input", "segments", good_dir.name, locked_dir.name, locked_file.name], open_dir
+        unprivileged,
+        ["--input", "segments", good_dir.name, locked_dir.name, locked_file.name],
+        open_dir,
     )
     assert mixed.returncode == 1, mixed.stderr
     assert mixed.stdout == alone.stdout  # every readable record, as when read alone
@@ -387,8 +523,8 @@ def test_decode_names_unreadable_inputs_and_decodes_the_rest(
     for line, log in zip(lines[1:], sorted(locked_file.glob("*.log")), strict=True):
         assert line.startswith(f"offsetwatch: {log.resolve()}: cannot read it"), line
 
-    hex_alone = decode(["good.jsonl"], open_dir)
-    hex_mixed = decode(["locked.jsonl", "good.jsonl"], open_dir)
+    hex_alone = decode(unprivileged, ["good.jsonl"], open_dir)
+    hex_mixed = decode(unprivileged, ["locked.jsonl", "good.jsonl"], open_dir)
     assert (hex_alone.returncode, hex_mixed.returncode) == (0, 1), hex_mixed.stderr
     assert hex_mixed.stdout == hex_alone.stdout
     assert hex_mixed.stderr == (
