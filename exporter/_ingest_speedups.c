@@ -25,7 +25,7 @@
 #include <string.h>
 
 static PyObject *s_key, *s_value, *s_partition, *s_offset, *s_timestamp, *s_error;
-static PyObject *s_topics, *s_commits_total, *s_last_record_ts, *s_metadata;
+static PyObject *s_topics, *s_commits_total, *s_last_record_ts, *s_metadata, *s_grow;
 static PyObject *empty_str;
 
 /* PartitionTable's columns, in the order of COLUMN_NAMES */
@@ -73,12 +73,14 @@ typedef struct {
     PyObject *prefix;  /* the key bytes (held) whose first prefix_len bytes name the table */
     Py_ssize_t prefix_len;
     PyObject *group;   /* GroupState (held) */
+    PyObject *table;   /* PartitionTable (held) */
     PyObject *metadata; /* the table's metadata list, or Py_None (held) */
     Py_buffer views[T_COUNT];
     Py_ssize_t size;   /* slots every column has */
     long long commits; /* commits applied in this run, not yet added to the group */
     long long max_ts;  /* the newest message timestamp of the run */
     int open;
+    int held; /* the views are held */
 } Run;
 
 static void
@@ -97,7 +99,10 @@ close_run(Run *run)
         return 0;
     }
     int status = 0;
-    release_views(run, T_COUNT);
+    if (run->held) {
+        release_views(run, T_COUNT);
+        run->held = 0;
+    }
     run->open = 0;
     if (run->commits) {
         PyObject *total = PyObject_GetAttr(run->group, s_commits_total);
@@ -129,6 +134,7 @@ close_run(Run *run)
     run->commits = 0;
     Py_CLEAR(run->prefix);
     Py_CLEAR(run->group);
+    Py_CLEAR(run->table);
     Py_CLEAR(run->metadata);
     return status;
 }
@@ -162,6 +168,57 @@ parse_prefix(const unsigned char *b, Py_ssize_t n, PyObject **group_id, PyObject
     return 1;
 }
 
+/* Hold the buffers of `table`'s columns (and its metadata list) in `run`: 1 done, 0 not
+ * columns this module can write (nothing held), -1 error. */
+static int
+load_columns(Run *run, PyObject *table)
+{
+    PyObject *metadata = PyObject_GetAttr(table, s_metadata);
+    if (metadata == NULL) {
+        return -1;
+    }
+    if (metadata != Py_None && !PyList_CheckExact(metadata)) {
+        Py_DECREF(metadata);
+        return 0;
+    }
+    Py_ssize_t size = PY_SSIZE_T_MAX;
+    for (int i = 0; i < T_COUNT; i++) {
+        PyObject *column = PyObject_GetAttr(table, column_names[i]);
+        if (column == NULL) {
+            release_views(run, i);
+            Py_DECREF(metadata);
+            return -1;
+        }
+        int got = PyObject_GetBuffer(column, &run->views[i], PyBUF_WRITABLE | PyBUF_FORMAT);
+        Py_DECREF(column);
+        if (got < 0) {
+            release_views(run, i);
+            Py_DECREF(metadata);
+            PyErr_Clear(); /* not a column this module can write: the Python path */
+            return 0;
+        }
+        Py_buffer *view = &run->views[i];
+        const char *format = view->format == NULL ? "B" : view->format;
+        char code = COLUMN_FORMATS[i];
+        Py_ssize_t itemsize = code == 'q' ? 8 : code == 'i' ? 4 : 1;
+        if (format[0] != code || format[1] != '\0' || view->ndim != 1 ||
+            view->itemsize != itemsize) {
+            release_views(run, i + 1);
+            Py_DECREF(metadata);
+            return 0;
+        }
+        if (view->len / itemsize < size) {
+            size = view->len / itemsize;
+        }
+    }
+    if (metadata != Py_None && PyList_GET_SIZE(metadata) < size) {
+        size = PyList_GET_SIZE(metadata);
+    }
+    run->size = size;
+    Py_XSETREF(run->metadata, metadata);
+    return 1;
+}
+
 /* Open the run of the table named by `key`: 1 done, 0 not covered (no such group, topic or
  * table shape; invalid UTF-8), -1 error. */
 static int
@@ -182,7 +239,7 @@ open_run(Run *run, PyObject *key, PyObject *groups)
         return 0;
     }
     int status = 0;
-    PyObject *topics = NULL, *metadata = NULL;
+    PyObject *topics = NULL;
     PyObject *group = PyDict_GetItemWithError(groups, group_id); /* borrowed */
     if (group == NULL) {
         status = PyErr_Occurred() ? -1 : 0;
@@ -201,58 +258,45 @@ open_run(Run *run, PyObject *key, PyObject *groups)
         status = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
-    metadata = PyObject_GetAttr(table, s_metadata);
-    if (metadata == NULL) {
-        status = -1;
-        goto done;
+    status = load_columns(run, table);
+    if (status == 1) {
+        run->prefix = Py_NewRef(key);
+        run->prefix_len = n - 4;
+        run->group = Py_NewRef(group);
+        run->table = Py_NewRef(table);
+        run->commits = 0;
+        run->max_ts = NEVER;
+        run->open = 1;
+        run->held = 1;
     }
-    if (metadata != Py_None && !PyList_CheckExact(metadata)) {
-        goto done;
-    }
-    Py_ssize_t size = PY_SSIZE_T_MAX;
-    for (int i = 0; i < T_COUNT; i++) {
-        PyObject *column = PyObject_GetAttr(table, column_names[i]);
-        if (column == NULL) {
-            release_views(run, i);
-            status = -1;
-            goto done;
-        }
-        int got = PyObject_GetBuffer(column, &run->views[i], PyBUF_WRITABLE | PyBUF_FORMAT);
-        Py_DECREF(column);
-        if (got < 0) {
-            release_views(run, i);
-            PyErr_Clear(); /* not a column this module can write: the Python path */
-            goto done;
-        }
-        Py_buffer *view = &run->views[i];
-        const char *format = view->format == NULL ? "B" : view->format;
-        if (format[0] != COLUMN_FORMATS[i] || format[1] != '\0' || view->ndim != 1 ||
-            (view->itemsize != (COLUMN_FORMATS[i] == 'q' ? 8 : COLUMN_FORMATS[i] == 'i' ? 4 : 1))) {
-            release_views(run, i + 1);
-            goto done;
-        }
-        Py_ssize_t slots = view->len / view->itemsize;
-        if (slots < size) {
-            size = slots;
-        }
-    }
-    if (metadata != Py_None && PyList_GET_SIZE(metadata) < size) {
-        size = PyList_GET_SIZE(metadata);
-    }
-    run->size = size;
-    run->prefix = Py_NewRef(key);
-    run->prefix_len = n - 4;
-    run->group = Py_NewRef(group);
-    run->metadata = Py_NewRef(metadata);
-    run->commits = 0;
-    run->max_ts = NEVER;
-    run->open = 1;
-    status = 1;
 done:
     Py_XDECREF(topics);
-    Py_XDECREF(metadata);
     Py_DECREF(group_id);
     Py_DECREF(topic);
+    return status;
+}
+
+/* PartitionTable._grow(slot + 1) for a slot past the table's end, with the buffers let go
+ * (an array cannot resize while exported): 1 grown and held again, 0 not covered, -1 error.
+ * On 0 and -1 the run stays open with nothing held, for close_run to settle. */
+static int
+grow_table(Run *run, int32_t slot)
+{
+    release_views(run, T_COUNT);
+    run->held = 0;
+    PyObject *size = PyLong_FromLong((long)slot + 1);
+    PyObject *grown = size == NULL ? NULL : PyObject_CallMethodOneArg(run->table, s_grow, size);
+    Py_XDECREF(size);
+    int status = grown == NULL ? -1 : load_columns(run, run->table);
+    Py_XDECREF(grown);
+    if (status == 1) {
+        run->held = 1;
+        if (slot >= run->size) {
+            release_views(run, T_COUNT);
+            run->held = 0;
+            status = 0;
+        }
+    }
     return status;
 }
 
@@ -404,8 +448,15 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         int32_t slot = be32(kb + kn - 4);
         Py_DECREF(key);
-        if (slot < 0 || slot >= run.size) {
-            break; /* the table grows on the Python path */
+        if (slot < 0) {
+            break;
+        }
+        if (slot >= run.size) {
+            int grown = grow_table(&run, slot);
+            if (grown <= 0) {
+                failed = grown < 0;
+                break;
+            }
         }
         long long partition, position, timestamp;
         if (call_int(message, s_partition, 0, &partition) < 0 ||
@@ -631,7 +682,8 @@ PyInit__ingest_speedups(void)
         {&s_key, "key"}, {&s_value, "value"}, {&s_partition, "partition"},
         {&s_offset, "offset"}, {&s_timestamp, "timestamp"}, {&s_error, "error"},
         {&s_topics, "topics"}, {&s_commits_total, "commits_total"},
-        {&s_last_record_ts, "last_record_ts"}, {&s_metadata, "metadata"}, {&empty_str, ""},
+        {&s_last_record_ts, "last_record_ts"}, {&s_metadata, "metadata"}, {&s_grow, "_grow"},
+        {&empty_str, ""},
     };
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         if (*names[k].target == NULL) {
