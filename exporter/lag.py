@@ -220,6 +220,27 @@ class LogEndHistory:
                 hi = mid - 1
         return buf[2 * lo + 1]
 
+    def lag_at(self, time_ms: int, offset: int) -> int | None:
+        """Lag as of `time_ms` of a consumer at `offset`: `log_end_at(time_ms) - offset`,
+        clamped at 0; None when unknown.
+
+        Before the oldest sample the log end is unknown but bounded: a log end never goes
+        down, so it was at most the oldest sample's. When that is no higher than `offset`,
+        the lag then was 0, not unknown. This is what a partition first committed after the
+        exporter started needs: its history begins a sample after that commit. Read as
+        unknown, "behind at window start" held there but not at the next boundary (caught
+        up on its first sample), so a consumer stalled from its first commit went STALL, OK,
+        STALL (docs/status-rules.md). A reset history (a recreated topic) bounds nothing
+        before its reset.
+        """
+        end = self.log_end_at(time_ms)
+        if end is not None:
+            return end - offset if end > offset else 0
+        buf = self._buf
+        if buf and not self._resets and buf[1] <= offset:
+            return 0
+        return None
+
     def produce_time_ms(self, offset: int) -> ProduceTime | None:
         """When the message AT `offset` was appended (the next one a consumer there would read).
 

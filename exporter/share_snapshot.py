@@ -213,8 +213,9 @@ def _status(
     if window_start_ms == NEVER or state.first_seen_ms > window_start_ms:
         return Status.OK
     start_then = state.window_start
-    end_then = history.log_end_at(window_start_ms)
-    backlog_then = None if end_then is None else max(0, end_then - start_then)
+    # bounded by the first sample when the window start predates the history, as a consumer
+    # group's lag at window start is (LogEndHistory.lag_at): no STALL, OK, STALL after start-up
+    backlog_then = history.lag_at(window_start_ms, start_then)
     behind = backlog_then is None or backlog_then > 0
     if behind and state.start_offset <= start_then:
         return Status.STALL

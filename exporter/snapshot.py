@@ -507,10 +507,11 @@ class SnapshotBuilder:
                 lag = 0
             lags[i] = lag
             lag_s[i] = history.lag_s(offset, now_ms)
-            start_end = history.log_end_at(start_ms)
-            start_lag = None
-            if start_end is not None:
-                start_lag = max(0, start_end - window_offset[p])
+            # 0, not unknown, when the evidence predates the history but the first sample
+            # shows nothing waiting (LogEndHistory.lag_at): else a consumer stalled from its
+            # first commit read STALL, then OK, then STALL as the window start moved
+            start_lag = history.lag_at(start_ms, window_offset[p])
+            if start_lag is not None:
                 drain_known = True
                 if shared:
                     shared_drain += start_lag - lag

@@ -69,7 +69,8 @@ class PartitionWindow:
     log_end_offset: int | None
     #: Lag in offsets at the start of the evidence: the log end at that time minus the offset
     #: committed at that time (clamped at 0). None when unknown (history does not reach back
-    #: that far, e.g. during the first window after start-up).
+    #: that far, e.g. during the first window after start-up; the exporter gives 0 when the
+    #: oldest sample it has is no higher than that offset, see exporter/lag.py `lag_at`).
     lag_at_window_start: int | None
     #: First time the current log end was seen, if it was seen at least twice (see
     #: `LogEndHistory.unchanged_since_ms`); None if the latest sample moved it.
@@ -131,8 +132,9 @@ def _behind_at_window_start(w: PartitionWindow, window_start_ms: int, cfg: Statu
     """
     start_lag = w.lag_at_window_start
     if start_lag is None:
-        # Unknown only in the first window after start-up: fall back to the plain rule rather
-        # than staying silent about a consumer that may have been dead for days.
+        # Unknown only while the history does not reach back that far (see the field): fall
+        # back to the plain rule rather than staying silent about a consumer that may have
+        # been dead for days.
         return True
     if start_lag > cfg.marker_tolerance:
         return True

@@ -202,6 +202,22 @@ def test_log_end_at_returns_last_sample_at_or_before() -> None:
     assert h.log_end_at(99_000) == 12
 
 
+def test_lag_at_before_the_history_is_bounded_by_the_oldest_sample() -> None:
+    h = history((10_000, 5), (20_000, 5), (30_000, 8))
+    assert h.lag_at(30_000, 6) == 2
+    assert h.lag_at(30_000, 9) == 0  # never negative
+    # before the history: the log end was at most 5 then (it never goes down)
+    assert h.lag_at(9_999, 5) == 0
+    assert h.lag_at(9_999, 7) == 0
+    assert h.lag_at(9_999, 4) is None  # somewhere in 0..1
+    assert LogEndHistory().lag_at(0, 0) is None
+    # a recreated topic's history says nothing about the old topic's log end
+    h.record(40_000, 2)
+    assert h.log_end_at(39_999) is None
+    assert h.lag_at(39_999, 10) is None
+    assert h.lag_at(40_000, 1) == 1
+
+
 def test_caught_up_consumer_has_zero_lag_even_on_a_long_idle_topic() -> None:
     h = history(*[(i * 10_000, 42) for i in range(1_000)])
     lag = lag_seconds(h, 42, 10_000 * 1_000 + 5)

@@ -229,6 +229,27 @@ def test_stall_when_start_offset_does_not_move() -> None:
     assert _rows(store, history, 1, 2_200).status is Status.OK  # type: ignore[attr-defined]
 
 
+def test_a_window_start_before_the_history_is_bounded_by_its_first_sample() -> None:
+    # Start-up: the window start predates the first log-end sample. One with nothing waiting
+    # says nothing waited then either (a log end never goes down), so the records that came
+    # since are not a STALL yet; read as unknown, the queue went STALL, then OK at the next
+    # boundary (no backlog there), then STALL.
+    store = ShareStateStore()
+    store.apply(_snapshot(100, ts=0))
+    store.roll_windows(1, 1_000)
+    store.roll_windows(2_000, 1_000)
+    assert store.window_clock.window_ms == 1
+    caught_up = LogEndHistory()
+    caught_up.record(500, 100)
+    caught_up.record(1_500, 110)
+    assert _rows(store, caught_up, 1, 2_000).status is Status.OK  # type: ignore[attr-defined]
+    # a first sample with records waiting bounds nothing: unknown, as before the history
+    behind = LogEndHistory()
+    behind.record(500, 105)
+    behind.record(1_500, 110)
+    assert _rows(store, behind, 1, 2_000).status is Status.STALL  # type: ignore[attr-defined]
+
+
 def test_uninitialised_start_counts_lag_from_offset_zero() -> None:
     # Kafka 4.0 writes start -1 until it persists a share partition's state (acquired records
     # are not persisted): the real-broker test saw lag 4 for 3 held records (3 - (-1))

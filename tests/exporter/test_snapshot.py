@@ -95,3 +95,54 @@ def test_a_partition_younger_than_a_window_is_averaged_over_a_whole_window() -> 
     assert second == 20
     # 11 commits in 20 s, spread over the whole minute
     assert abs(group.commit_rate - 11 / 60) < 1e-9
+
+
+def stalled_since_first_commit(pause_at_s: int | None = None) -> list[tuple[int, Status]]:
+    """A consumer committed first when it was caught up and has been stuck there since.
+
+    As in the demo: its topic was not tracked before that first commit, so its first log-end
+    sample (half a second later, showing no lag yet) comes after it; then 10 messages a second
+    arrive and it commits the same offset every second. The exporter rolls and snapshots
+    half a second after each commit; `pause_at_s`: its main loop is away from then for one
+    and a half windows (no roll, no snapshot) while the consumer goes on committing and the
+    sampler sampling.
+    """
+    state = OffsetState()
+    history = LogEndHistory()
+    histories = {("t", 0): history}
+    builder = SnapshotBuilder(status_config=StatusConfig(window_ms=W))
+    out = []
+    resume_s = -1 if pause_at_s is None else pause_at_s + 3 * W // 2 // SECOND
+    for second in range(5 * W // SECOND):
+        now = T0 + second * SECOND
+        state.apply(commit(100, now))
+        history.record(now + SECOND // 2, 100 + 10 * second)
+        if pause_at_s is not None and pause_at_s <= second < resume_s:
+            continue
+        state.roll_windows(now + SECOND // 2, W)
+        group = builder.build(state, histories, now + SECOND // 2, ready=True).group("g")
+        assert group is not None
+        out.append((second, group.status))
+    return out
+
+
+def test_a_consumer_stalled_since_its_first_commit_is_ok_then_stall_and_never_flips_back() -> None:
+    # Its lag at its first commit predates the log-end history, but the first sample bounds it
+    # (a log end never goes down): nothing waited then. Judged from that unknown, it read STALL
+    # at its second commit, OK once the window start reached the first sample (no lag yet at
+    # that boundary) and STALL again a roll later: an alert on it fired, resolved and fired.
+    statuses = [status for _, status in stalled_since_first_commit()]
+    first_stall = statuses.index(Status.STALL)
+    assert set(statuses[:first_stall]) == {Status.OK}
+    assert set(statuses[first_stall:]) == {Status.STALL}
+    # one to one and a half windows after it stopped advancing (docs/status-rules.md)
+    assert W // SECOND <= first_stall <= 3 * W // 2 // SECOND + 1
+
+
+def test_a_stalled_consumer_stays_stall_after_a_main_loop_pause_longer_than_a_window() -> None:
+    # The roll after the pause starts the window at the last bucket start before it: the
+    # commits made during the pause are all in it (they are ingested before the roll).
+    snapshots = stalled_since_first_commit(pause_at_s=2 * W // SECOND)
+    resumed = [status for second, status in snapshots if second >= 2 * W // SECOND]
+    assert len(resumed) == 3 * W // 2 // SECOND
+    assert set(resumed) == {Status.STALL}

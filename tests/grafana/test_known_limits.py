@@ -50,7 +50,10 @@ def test_a_stalled_group_stays_stall_across_window_rolls() -> None:
     snapshot whose window really held 2 commits, across the window's rolls. The demo commits
     once a second; on a loaded machine its ticks can come late, and a window that then held
     fewer than 2 commits is rightly not STALL: such snapshots are left out, and the test
-    needs enough that are not."""
+    needs enough that are not. The demo's stalled group is stuck from its first commit, made
+    caught up before the exporter sampled its topic: with its lag at that commit unknown it
+    read STALL at once, then OK when the window start reached its first sample (caught up
+    there), then STALL (exporter/lag.py `lag_at` bounds that lag by the first sample now)."""
     window_s = 4.0
     window_ms = int(window_s * 1000)
     with DemoStack(status_window_s=window_s) as stack:
