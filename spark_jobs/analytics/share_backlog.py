@@ -9,7 +9,10 @@ lag is KIP-1226's: log end - start offset - records acknowledged or archived pas
 * `share_backlog`: a run of ticks where the lag is above 0 and, against the tick one status
   window (`status.window_ms`) before, either grew ("growing") or the start offset has not
   moved while records waited then too ("stalled"). Starts at the first such tick, ends at the
-  first tick that is not (null: open at the end of the data); size: the peak lag.
+  first tick that is not (null: open at the end of the data); size: the peak lag. The lag
+  a window before is 0, not unknown, when that tick predates the first log-end sample and the
+  share lag with that sample's log end is 0 (a log end never goes down), as the exporter
+  bounds it (`LogEndHistory.lag_at`).
 * `share_poison`: a run of ticks where records past the start offset are archived, or not
   done and delivered `poison_limit` times or more; size: the most such records at once;
   detail lists them: `{"offsets": [{"first_offset", "last_offset", "delivery_count",
@@ -85,7 +88,10 @@ def partition_episodes(
     point_times = [p.ts for p in points]
     end_times = [t for t, _ in log_ends]
     ticks = _ticks(points[0].ts, end_ms, tick_ms)
+    first_end = log_ends[0][1] if log_ends else None
     lags: list[int | None] = []
+    #: the lag at each tick as the start of a later tick's window (`_lag_then`)
+    lags_then: list[int | None] = []
     starts: list[int | None] = []
     poison: list[list[sc.Batch]] = []
     for tick in ticks:
@@ -93,6 +99,7 @@ def partition_episodes(
         at = _at(end_times, tick)
         lag = None if state is None or at < 0 else sc.share_lag(state, log_ends[at][1])
         lags.append(lag)
+        lags_then.append(lag if at >= 0 else _lag_then(state, first_end))
         starts.append(None if state is None else state.start_offset)
         poison.append([] if state is None else sc.poison_batches(state, poison_limit))
     back = window_ms // tick_ms
@@ -100,7 +107,7 @@ def partition_episodes(
     backlog_run: list[tuple[int, int, str]] = []  # (tick, lag, cause) of the open run
     poison_run: list[tuple[int, list[sc.Batch]]] = []
     for i, tick in enumerate(ticks):
-        cause = _backlog_cause(lags, starts, i, back)
+        cause = _backlog_cause(lags, lags_then, starts, i, back)
         if cause is not None:
             lag = lags[i]
             assert lag is not None
@@ -120,12 +127,33 @@ def partition_episodes(
     return out
 
 
+def _lag_then(state: sc.ShareState | None, first_end: int | None) -> int | None:
+    """The share lag at a tick before the first log-end sample, when bounded: 0 if it is 0
+    with the first sample's log end (None: unknown).
+
+    A log end never goes down, so it was at most the first sample's then, and the share lag
+    grows with the log end: a queue with nothing waiting at that log end had nothing waiting
+    before it either. The exporter bounds a share queue's backlog at its window start the same
+    way (exporter/share_snapshot.py, `LogEndHistory.lag_at`). Left unknown, a queue stuck
+    since before its topic was first sampled had no backlog episode until the window start
+    reached that sample. The first sample starts the history, so no reset (recreated topic)
+    lies between.
+    """
+    if state is None or first_end is None or sc.share_lag(state, first_end) != 0:
+        return None
+    return 0
+
+
 def _backlog_cause(
-    lags: Sequence[int | None], starts: Sequence[int | None], i: int, back: int
+    lags: Sequence[int | None],
+    lags_then: Sequence[int | None],
+    starts: Sequence[int | None],
+    i: int,
+    back: int,
 ) -> str | None:
     if i < back:
         return None
-    now, before = lags[i], lags[i - back]
+    now, before = lags[i], lags_then[i - back]
     if now is None or before is None or now <= 0:
         return None
     if now > before:

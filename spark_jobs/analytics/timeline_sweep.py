@@ -14,6 +14,9 @@ with log end <= committed and the first with log end > committed (the k-th of n 
 a gap lands at k/(n+1) of it), never extrapolated, 0.0 when caught up, and a lower bound when
 the message predates the first sample. A falling log end (recreated or truncated topic) starts
 a new *epoch*: offsets before and after are unrelated, as when the exporter clears its history.
+The lag at window start is `LogEndHistory.lag_at`'s, taken at the evidence start (the tick a
+window back, or the life's first commit within its first window): 0, not unknown, before the
+first sample when that sample's log end is no higher than the offset committed then.
 tests/spark_jobs/analytics/test_timeline_sweep.py checks every tick against exporter/lag.py.
 """
 
@@ -376,6 +379,51 @@ def _log_end_and_lag(samples: _Samples, tick: Ints, committed: Nullable) -> _Lag
     )
 
 
+def _evidence_start(
+    buckets: pa.Table, grid: _Grid, placed: _Placed, state: _Commits, window: _Window
+) -> tuple[Ints, Nullable]:
+    """Per tick: when its evidence starts (docs/status-rules.md `evidence start`) and the
+    offset committed then.
+
+    A window back when the life reaches that far: that tick and the offset committed at it.
+    Before, the life's first commit, its time and offset: the exporter judges a partition
+    first committed after its window boundary from that commit (`first_commit_ts`), and its
+    lag there is known or bounded (`_lag_at`). Left unknown, the first window read "behind
+    at window start", so a consumer stuck since its first commit read STALL, then OK once
+    the tick a window back showed it caught up, then STALL again.
+    """
+    first_row = placed.first_row[grid.start]  # the life's earliest commit (at its first tick)
+    first_ts = column_of(buckets, "first_ts").at(first_row)
+    first_offset = column_of(buckets, "first_offset").at(first_row)
+    back, has_back, committed = window.safe_back, window.has_back, state.committed
+    time = np.where(has_back, grid.tick[back], first_ts.values)
+    offset = Nullable(
+        np.where(has_back, committed.values[back], first_offset.values),
+        np.where(has_back, committed.valid[back], first_ts.valid & first_offset.valid),
+    )
+    return time, offset
+
+
+def _lag_at(samples: _Samples, tick: Ints, time: Ints, offset: Nullable) -> Nullable:
+    """`LogEndHistory.lag_at` per tick, with the samples up to the tick: the log end as of
+    `time` (the last sample at or before it) minus `offset`, clamped at 0; null when unknown.
+
+    Before the first sample the log end is unknown but bounded: a log end never goes down, so
+    it was at most the first sample's, and with that no higher than `offset` the lag was 0.
+    The archive's first sample starts its first epoch, so no reset lies between (the
+    exporter's history, cleared at a reset, bounds nothing before it: the archive keeps the
+    first epoch). A first sample after the tick bounds nothing yet: it was not taken then.
+    """
+    if len(samples.ts) == 0:
+        return Nullable(np.zeros(len(time), dtype=np.int64), np.zeros(len(time), dtype=bool))
+    sample = np.searchsorted(samples.ts, time, side="right") - 1
+    known = sample >= 0
+    end = samples.log_end[np.maximum(sample, 0)]
+    bounded = ~known & (samples.ts[0] <= tick) & (samples.log_end[0] <= offset.values)
+    lag = np.where(known, np.maximum(end - offset.values, 0), 0)
+    return Nullable(lag, offset.valid & (known | bounded))
+
+
 def sweep(
     buckets: pa.Table, samples_table: pa.Table, tick_ms: int, end_tick_ms: int, window_ticks: int
 ) -> pa.Table:
@@ -385,10 +433,10 @@ def sweep(
     placed = _place_buckets(buckets, lives, life_of_bucket, grid, tick_ms)
     state = _commit_state(buckets, grid, placed)
     window = _status_window(grid, placed, state, window_ticks)
-    lag = _log_end_and_lag(_samples(samples_table), grid.tick, state.committed)
-    committed, log_end, back = state.committed, lag.log_end, window.safe_back
-    lag_start = np.maximum(log_end.values[back] - committed.values[back], 0)
-    lag_start_ok = window.has_back & log_end.valid[back] & committed.valid[back]
+    samples = _samples(samples_table)
+    lag = _log_end_and_lag(samples, grid.tick, state.committed)
+    committed, log_end = state.committed, lag.log_end
+    lag_start = _lag_at(samples, grid.tick, *_evidence_start(buckets, grid, placed, state, window))
     life_idx = grid.life_idx
     names = buckets.select(["group", "topic", "partition"]).take(
         pa.array(lives.group_row[life_idx])
@@ -420,6 +468,6 @@ def sweep(
                 has_sample & ~lag.caught_up & ~lag.has_before,
                 mask=has_sample & ~committed.valid,
             ),
-            "lag_at_window_start": Nullable(lag_start, lag_start_ok).arrow(),
+            "lag_at_window_start": lag_start.arrow(),
         }
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,6 +51,17 @@ def random_window(rng: random.Random, cfg: StatusConfig) -> PartitionWindow:
     )
 
 
+def _spark_statuses(
+    spark: SparkSession, windows: list[PartitionWindow], cfg: StatusConfig
+) -> list[int]:
+    rows = [(i, *asdict(w).values(), NOW) for i, w in enumerate(windows)]
+    names = ["i", *asdict(windows[0]).keys(), "now_ms"]
+    frame = spark.createDataFrame(rows, names)
+    assert set(WINDOW_COLUMNS) <= set(frame.columns)
+    got: dict[int, int] = dict(frame.select("i", status_column(cfg).alias("s")).collect())
+    return [got[i] for i in range(len(windows))]
+
+
 @pytest.mark.parametrize(
     "cfg",
     [DEFAULT_STATUS_CONFIG, StatusConfig(marker_tolerance=0, warn_min_growth_ratio=0.0)],
@@ -61,12 +72,33 @@ def test_same_status_as_the_exporter(spark: SparkSession, cfg: StatusConfig) -> 
     windows = [random_window(rng, cfg) for _ in range(3000)]
     expected = [int(evaluate_partition(w, NOW, cfg)) for w in windows]
     assert set(expected) == {int(s) for s in Status}, "the sample must reach every status"
-    rows = [(i, *asdict(w).values(), NOW) for i, w in enumerate(windows)]
-    names = ["i", *asdict(windows[0]).keys(), "now_ms"]
-    frame = spark.createDataFrame(rows, names)
-    assert set(WINDOW_COLUMNS) <= set(frame.columns)
-    got = dict(frame.select("i", status_column(cfg).alias("s")).collect())
+    got = _spark_statuses(spark, windows, cfg)
     mismatches = [
         (windows[i], expected[i], got[i]) for i in range(len(windows)) if got[i] != expected[i]
     ]
     assert mismatches == []
+
+
+def test_a_lag_at_window_start_bounded_to_0_is_not_behind(spark: SparkSession) -> None:
+    # A consumer stuck since its first commit on a partition sampled only after it: its lag
+    # at window start is 0 there when the first sample shows it caught up (LogEndHistory.lag_at;
+    # timeline_sweep gives the same), not unknown. Unknown reads "behind at window start" and
+    # made it STALL, then OK a window later (caught up at the first sample), then STALL again.
+    cfg = DEFAULT_STATUS_CONFIG
+    stuck = PartitionWindow(
+        committed_offset=100,
+        commit_time_ms=NOW - 5,
+        window_first_offset=100,
+        window_first_commit_time_ms=NOW - cfg.window_ms,
+        commits_in_window=3,
+        last_rewind_time_ms=NOW - cfg.window_ms - 1,  # before the window: no REWIND
+        log_end_offset=110,
+        lag_at_window_start=0,
+        log_end_unchanged_since_ms=NOW - 1,  # moved inside the window
+        group_is_live=True,
+        log_end_time_ms=NOW - 1,
+    )
+    windows = [replace(stuck, lag_at_window_start=lag) for lag in (0, None, 10)]
+    expected = [int(Status.OK), int(Status.STALL), int(Status.STALL)]
+    assert [int(evaluate_partition(w, NOW, cfg)) for w in windows] == expected
+    assert _spark_statuses(spark, windows, cfg) == expected
