@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test style lint bench clean
 
-$(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/_ingest_speedups.c
+$(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/_ingest_speedups.c \
+    exporter/_snapshot_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

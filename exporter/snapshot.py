@@ -14,8 +14,10 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from pathlib import Path
 from typing import Any, Final
 
+from offsetwatch.decoder.codec import built_from, speedups_disabled_by_environment
 from offsetwatch.exporter.diagnosis import (
     DEFAULT_DIAGNOSIS_CONFIG,
     Cause,
@@ -165,6 +167,25 @@ def _allowed(name: str, allow: re.Pattern[str] | None, deny: re.Pattern[str] | N
     return not (deny is not None and deny.search(name))
 
 
+_LOOP_MODULE, _LOOP_MISSING = built_from(
+    "offsetwatch.exporter._snapshot_speedups", Path(__file__).with_name("_snapshot_speedups.c")
+)
+
+
+def snapshot_accelerator() -> tuple[Any, str]:
+    """(exporter._snapshot_speedups or None, why it is not used)."""
+    if _LOOP_MODULE is None:
+        return None, _LOOP_MISSING
+    if speedups_disabled_by_environment():
+        return None, "turned off by OFFSETWATCH_NO_SPEEDUPS"
+    return _LOOP_MODULE, ""
+
+
+def _accelerated_loop() -> Any:
+    module, _why = snapshot_accelerator()
+    return None if module is None else module.partition_loop
+
+
 @dataclass(slots=True)
 class SnapshotBuilder:
     status_config: StatusConfig = field(default_factory=StatusConfig)
@@ -173,6 +194,8 @@ class SnapshotBuilder:
     diagnosis_config: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG
     diagnosis_errors: int = 0
     share_config: ShareStatusConfig | None = None
+    #: the per-partition loop in C (exporter/_snapshot_speedups.c); None: `_partition_loop`
+    accelerated_loop: Any = field(default_factory=_accelerated_loop, repr=False, compare=False)
 
     def build(
         self,
@@ -457,80 +480,55 @@ class SnapshotBuilder:
         lags = array("q", _UNKNOWN_Q * n)
         lag_s = array("d", _NAN_D * n)
         status = bytearray(n)
-        evaluate = evaluate_partition
-        get_history = histories.get
-        # Commits per ms over the evidence (one to one and a half windows); a partition first
-        # committed a moment ago is averaged over a whole window, not a moment. Partitions
-        # judged from the shared window start share one span: added up, divided once.
-        min_span_ms = cfg.window_ms
-        shared_commits = 0
-        commits_per_ms = 0.0
-        # How fast the lag shrinks: lag at the evidence start minus lag now, per ms of the
-        # span; shared spans are added up and divided once, as the commits are.
-        drain_per_ms = 0.0
-        shared_drain = 0
-        drain_known = False
-        for i, p in enumerate(numbers):
-            offset = committed[i]
-            rewind = rewind_ts[p]
-            commits = window_commits[p] + next_commits[p] + bucket_commits[p]
-            # a partition first committed after the window boundary is judged from then
-            start_ms = first_commit_ts[p]
-            shared = start_ms <= window_start_ms
-            if shared:
-                start_ms = window_start_ms
-                shared_commits += commits
-            else:
-                commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
-            history = get_history((topic, p))
-            latest = history.latest() if history is not None else None
-            if history is None or latest is None:
-                window = _window(
-                    offset,
-                    commit_ts[i],
-                    window_offset[p],
-                    start_ms,
-                    commits,
-                    None if rewind == NEVER else rewind,
-                    None,
-                    None,
-                    None,
-                    live,
-                    None,
-                )
-                status[i] = evaluate(window, now_ms, cfg)
-                continue
-            sampled_at, end = latest
-            log_end[i] = end
-            lag = end - offset
-            if lag < 0:
-                lag = 0
-            lags[i] = lag
-            lag_s[i] = history.lag_s(offset, now_ms)
-            # 0, not unknown, when the evidence predates the history but the first sample
-            # shows nothing waiting (LogEndHistory.lag_at): else a consumer stalled from its
-            # first commit read STALL, then OK, then STALL as the window start moved
-            start_lag = history.lag_at(start_ms, window_offset[p])
-            if start_lag is not None:
-                drain_known = True
-                if shared:
-                    shared_drain += start_lag - lag
-                else:
-                    drain_per_ms += (start_lag - lag) / max(now_ms - start_ms, 1)
-            window = _window(
-                offset,
-                commit_ts[i],
-                window_offset[p],
-                start_ms,
-                commits,
-                None if rewind == NEVER else rewind,
-                end,
-                start_lag,
-                history.unchanged_since_ms(),
+        sums = None
+        fast = self.accelerated_loop
+        if fast is not None and type(histories) is dict:
+            sums = fast(
+                topic,
+                histories,
+                LogEndHistory,
+                now_ms,
+                window_start_ms,
                 live,
-                sampled_at,
+                (
+                    cfg.window_ms,
+                    cfg.stall_min_commits,
+                    cfg.marker_tolerance,
+                    cfg.warn_min_growth_ratio,
+                ),
+                partitions,
+                committed,
+                commit_ts,
+                window_offset,
+                first_commit_ts,
+                window_commits,
+                next_commits,
+                bucket_commits,
+                rewind_ts,
+                log_end,
+                lags,
+                lag_s,
+                status,
             )
-            status[i] = evaluate(window, now_ms, cfg)
+        if sums is None:
+            sums = _partition_loop(
+                topic,
+                table,
+                numbers,
+                committed,
+                commit_ts,
+                histories,
+                now_ms,
+                window_start_ms,
+                live,
+                cfg,
+                log_end,
+                lags,
+                lag_s,
+                status,
+            )
+        commits_per_ms, shared_commits, drain_per_ms, shared_drain, drain_known = sums
+        min_span_ms = cfg.window_ms
         rows = TopicRows(
             topic,
             partitions,
@@ -547,6 +545,110 @@ class SnapshotBuilder:
         if shared_drain:
             drain_per_ms += shared_drain / max(now_ms - window_start_ms, 1)
         return rows, commits_per_ms * 1000, drain_per_ms if drain_known else None
+
+
+def _partition_loop(
+    topic: str,
+    table: PartitionTable,
+    numbers: Sequence[int],
+    committed: array[int],
+    commit_ts: array[int],
+    histories: dict[tuple[str, int], LogEndHistory],
+    now_ms: int,
+    window_start_ms: int,
+    live: bool,
+    cfg: StatusConfig,
+    log_end: array[int],
+    lags: array[int],
+    lag_s: array[float],
+    status: bytearray,
+) -> tuple[float, int, float, int, bool]:
+    """The per-partition loop of `SnapshotBuilder._topic`, the reference of the C one
+    (exporter/_snapshot_speedups.c): fills log_end, lags, lag_s and status (row i is
+    partition numbers[i]) and returns (commits_per_ms, shared_commits, drain_per_ms,
+    shared_drain, drain_known) of the partitions not judged from the shared window start,
+    and the sums of those that are."""
+    window_offset = table.window_offset
+    first_commit_ts = table.first_commit_ts
+    window_commits = table.window_commits
+    next_commits = table.next_commits
+    bucket_commits = table.bucket_commits
+    rewind_ts = table.rewind_ts
+    evaluate = evaluate_partition
+    get_history = histories.get
+    # Commits per ms over the evidence (one to one and a half windows); a partition first
+    # committed a moment ago is averaged over a whole window, not a moment. Partitions
+    # judged from the shared window start share one span: added up, divided once.
+    min_span_ms = cfg.window_ms
+    shared_commits = 0
+    commits_per_ms = 0.0
+    # How fast the lag shrinks: lag at the evidence start minus lag now, per ms of the
+    # span; shared spans are added up and divided once, as the commits are.
+    drain_per_ms = 0.0
+    shared_drain = 0
+    drain_known = False
+    for i, p in enumerate(numbers):
+        offset = committed[i]
+        rewind = rewind_ts[p]
+        commits = window_commits[p] + next_commits[p] + bucket_commits[p]
+        # a partition first committed after the window boundary is judged from then
+        start_ms = first_commit_ts[p]
+        shared = start_ms <= window_start_ms
+        if shared:
+            start_ms = window_start_ms
+            shared_commits += commits
+        else:
+            commits_per_ms += commits / max(now_ms - start_ms, min_span_ms)
+        history = get_history((topic, p))
+        latest = history.latest() if history is not None else None
+        if history is None or latest is None:
+            window = _window(
+                offset,
+                commit_ts[i],
+                window_offset[p],
+                start_ms,
+                commits,
+                None if rewind == NEVER else rewind,
+                None,
+                None,
+                None,
+                live,
+                None,
+            )
+            status[i] = evaluate(window, now_ms, cfg)
+            continue
+        sampled_at, end = latest
+        log_end[i] = end
+        lag = end - offset
+        if lag < 0:
+            lag = 0
+        lags[i] = lag
+        lag_s[i] = history.lag_s(offset, now_ms)
+        # 0, not unknown, when the evidence predates the history but the first sample
+        # shows nothing waiting (LogEndHistory.lag_at): else a consumer stalled from its
+        # first commit read STALL, then OK, then STALL as the window start moved
+        start_lag = history.lag_at(start_ms, window_offset[p])
+        if start_lag is not None:
+            drain_known = True
+            if shared:
+                shared_drain += start_lag - lag
+            else:
+                drain_per_ms += (start_lag - lag) / max(now_ms - start_ms, 1)
+        window = _window(
+            offset,
+            commit_ts[i],
+            window_offset[p],
+            start_ms,
+            commits,
+            None if rewind == NEVER else rewind,
+            end,
+            start_lag,
+            history.unchanged_since_ms(),
+            live,
+            sampled_at,
+        )
+        status[i] = evaluate(window, now_ms, cfg)
+    return commits_per_ms, shared_commits, drain_per_ms, shared_drain, drain_known
 
 
 #: Status by its value (the status column holds values)
