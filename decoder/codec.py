@@ -369,10 +369,9 @@ class Codec:
     _fast_many: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for key_type, rtype in RECORD_TYPES.items():
+        for key_type in RECORD_TYPES:
             if not 0 <= key_type <= 0xFF:  # pragma: no cover - the cache relies on it
                 raise ValueError(f"key type {key_type} does not fit the key cache")
-            self._types[key_type] = _build(self._compiler, rtype)
         if self.accelerate and _SPEEDUPS is not None and not speedups_disabled_by_environment():
             self._fast = _SPEEDUPS.decode
             self._fast_many = _SPEEDUPS.decode_many
@@ -381,6 +380,24 @@ class Codec:
     def accelerated(self) -> bool:
         """Whether this codec decodes through the C accelerator (offsetwatch.decoder._speedups)."""
         return self._fast is not None
+
+    def _codec_of(self, key_type: int) -> _TypeCodec | None:
+        """The readers and writers of a record type, generated at its first use: a process
+        that meets only offset commits (and the C accelerators read those) never pays for
+        the other types' code generation (~90 ms at every start-up)."""
+        codec = self._types.get(key_type)
+        if codec is None:
+            rtype = RECORD_TYPES.get(key_type)
+            if rtype is None:
+                return None
+            codec = self._types[key_type] = _build(self._compiler, rtype)
+        return codec
+
+    def _known(self, key_type: int) -> _TypeCodec:
+        """`_codec_of` a type known to be in the registry (its key was decoded)."""
+        codec = self._codec_of(key_type)
+        assert codec is not None
+        return codec
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -427,9 +444,9 @@ class Codec:
                     value_obj.tags = NO_TAGS
                     value_obj.__class__ = OffsetCommitValue
                 else:
-                    version, value_obj = self._decode_value(self._types[key_type], value)
+                    version, value_obj = self._decode_value(self._known(key_type), value)
             else:
-                version, value_obj = self._decode_value(self._types[key_type], value)
+                version, value_obj = self._decode_value(self._known(key_type), value)
         except DecodeError as error:
             raise error.at(partition, offset) from None
         record = _new(_RecordBuilder)
@@ -473,7 +490,7 @@ class Codec:
         key_type = _I16.unpack_from(key)[0]
         if key_obj is None:
             raise DecodeError(f"unknown record type {key_type}", part="key", byte_position=0)
-        return self._types[key_type].rtype, key_obj
+        return self._known(key_type).rtype, key_obj
 
     def _cache_key(self, key: bytes) -> Key | None:
         """Decode and cache a key; None for an unknown key type."""
@@ -482,7 +499,7 @@ class Codec:
                 f"key of {len(key)} bytes is shorter than its type prefix", part="key"
             )
         key_type = _I16.unpack_from(key)[0]
-        codec = self._types.get(key_type)
+        codec = self._codec_of(key_type)
         if codec is None:
             return None
         try:
@@ -502,7 +519,7 @@ class Codec:
         return key_obj  # type: ignore[no-any-return]
 
     def decode_value(self, key_type: int, value: bytes) -> tuple[int, Value]:
-        codec = self._types.get(key_type)
+        codec = self._codec_of(key_type)
         if codec is None:
             raise DecodeError(f"unknown record type {key_type}", part="key", byte_position=0)
         return self._decode_value(codec, value)
@@ -523,7 +540,7 @@ class Codec:
         return key, self.encode_value(record.key_type, record.value_version, record.value)
 
     def encode_key(self, key_type: int, key: Key) -> bytes:
-        codec = self._types.get(key_type)
+        codec = self._codec_of(key_type)
         if codec is None:
             raise EncodeError(f"unknown record type {key_type}")
         if not isinstance(key, codec.rtype.key_class):
@@ -536,7 +553,7 @@ class Codec:
         return bytes(out)
 
     def encode_value(self, key_type: int, version: int, value: Value) -> bytes:
-        codec = self._types.get(key_type)
+        codec = self._codec_of(key_type)
         if codec is None:
             raise EncodeError(f"unknown record type {key_type}")
         rtype = codec.rtype
