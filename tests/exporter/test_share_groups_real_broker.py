@@ -217,19 +217,30 @@ def watched(broker: Broker) -> Iterator[Watched]:
     exp.close()
 
 
-def _until(condition: Callable[[], Any], what: str, step: Callable[[], object]) -> Any:
+def _until(
+    condition: Callable[[], Any], what: str | Callable[[], str], step: Callable[[], object]
+) -> Any:
     deadline = time.monotonic() + DEADLINE_S
     while True:
         step()
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, f"not within {DEADLINE_S:g} s: {what}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"not within {DEADLINE_S:g} s: {what if isinstance(what, str) else what()}"
+            )
 
 
-def _row(watched: Watched, group: str, topic: str, **want: Any) -> dict[str, Any]:
+def _row(
+    watched: Watched,
+    group: str,
+    topic: str,
+    where: Callable[[dict[str, Any]], bool] | None = None,
+    **want: Any,
+) -> dict[str, Any]:
     """The group's one share partition once the exporter shows it named, sampled and as
-    `want` says (start_offset, log_end, lag... and records=dict)."""
+    `want` says (start_offset, log_end, lag... and records=dict) and `where` holds."""
     found: dict[str, Any] = {}
 
     def matches() -> bool:
@@ -238,9 +249,28 @@ def _row(watched: Watched, group: str, topic: str, **want: Any) -> dict[str, Any
             return False
         (row,) = detail["share"]["partitions"]
         found.update(row, _detail=detail)
-        return row["topic"] == topic and all(row.get(k) == v for k, v in want.items())
+        return (
+            row["topic"] == topic
+            and all(row.get(k) == v for k, v in want.items())
+            and (where is None or where(row))
+        )
 
-    _until(matches, f"{group} in the exporter with {want} (last: {found})", watched.step)
+    def what() -> str:
+        # on a timeout: which half is missing, the group (__consumer_offsets) or its share
+        # partitions (__share_group_state), and where the exporter's sources stand
+        exp = watched.exporter
+        stored = [
+            (topic_id, partition, state.start_offset)
+            for (g, topic_id, partition), state in exp.share_store.partitions.items()
+            if g == group
+        ]
+        return (
+            f"{group} in the exporter with {want} (last: {found}; ready {exp.stats.ready}, "
+            f"group known {group in exp.state.groups}, share partitions stored {stored}, "
+            f"share positions {dict(exp.share_ingestor.positions)})"
+        )
+
+    _until(matches, what, watched.step)
     return found
 
 
@@ -440,16 +470,31 @@ def test_queues_on_the_real_broker(
     # Kafka 4.0 (SharePartition.InFlightState.tryUpdateState): a record released while its
     # delivery count is already >= the limit becomes ARCHIVED instead of AVAILABLE, so each
     # record is delivered exactly LIMIT times, then given up
+    # The share consumer fetches in the background: a fetch it sent before a session's
+    # releases reached the broker can acquire the records once more (one more delivery) and
+    # release them at close, unseen by the session (2 runs in 6 under load). So a session
+    # sees a count above the last one seen, and the exporter shows that count or one more;
+    # either way the records end archived at exactly the limit.
     topic, group = _new_queue(broker, 2)
     groups["limit"] = group
-    for delivery in range(1, LIMIT + 1):
-        got = driver.session(group, topic, 2, "*:release")
-        assert got == {0: delivery, 1: delivery}, (delivery, got)
-        if delivery < LIMIT:
-            row = _row(
-                watched, group, topic, start_offset=0, log_end=2, max_delivery_count=delivery
-            )
-            assert row["records"]["available"] == 2 and row["lag"] == 2
+    seen = 0
+    for _session in range(LIMIT):
+        got = driver.session(group, topic, 2, "*:release", wait_ms=10_000)
+        if not got:
+            break  # given up in the previous session's hidden delivery
+        assert sorted(got) == [0, 1] and min(got.values()) > seen, (seen, got)
+        seen = max(got.values())
+        row = _row(
+            watched,
+            group,
+            topic,
+            lambda r, seen=seen: r["max_delivery_count"] in (seen, seen + 1),
+            start_offset=0,
+            log_end=2,
+        )
+        if row["records"]["archived"]:
+            break
+        assert row["records"]["available"] == 2 and row["lag"] == 2
     row = _row(watched, group, topic, log_end=2, lag=0)
     assert row["records"]["acknowledged"] == 0
     # Kafka moves the start offset past archived records late (at the next acquisition or
