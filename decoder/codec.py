@@ -242,6 +242,14 @@ def built_from(name: str, source: Path) -> tuple[Any, str]:
     return module, ""
 
 
+def in_use(built: tuple[Any, str]) -> tuple[Any, str]:
+    """`built_from`'s answer, unless OFFSETWATCH_NO_SPEEDUPS turns the accelerators off."""
+    module, why = built
+    if module is not None and speedups_disabled_by_environment():
+        return None, f"turned off by {NO_SPEEDUPS_ENV}"
+    return module, why
+
+
 def _load_speedups() -> tuple[Any, str]:
     """(the configured decoder._speedups module or None, why it is not used)."""
     module, why = built_from(

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from offsetwatch.decoder.codec import Codec, built_from, speedups_disabled_by_environment
+from offsetwatch.decoder.codec import Codec, built_from, in_use
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -51,18 +51,14 @@ class Quarantined:
 RecordSink = Callable[[AnyRecord], None]
 QuarantineSink = Callable[[Quarantined], None]
 
-_ACCELERATOR, _ACCELERATOR_MISSING = built_from(
+_BUILT: Final = built_from(
     "offsetwatch.exporter._ingest_speedups", Path(__file__).with_name("_ingest_speedups.c")
 )
 
 
 def ingest_accelerator() -> tuple[Any, str]:
     """(exporter._ingest_speedups or None, why it is not used)."""
-    if _ACCELERATOR is None:
-        return None, _ACCELERATOR_MISSING
-    if speedups_disabled_by_environment():
-        return None, "turned off by OFFSETWATCH_NO_SPEEDUPS"
-    return _ACCELERATOR, ""
+    return in_use(_BUILT)
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from itertools import compress
 from pathlib import Path
 from typing import Any, Final
 
-from offsetwatch.decoder.codec import built_from, speedups_disabled_by_environment
+from offsetwatch.decoder.codec import built_from, in_use
 from offsetwatch.exporter.diagnosis import (
     DEFAULT_DIAGNOSIS_CONFIG,
     Cause,
@@ -167,18 +167,14 @@ def _allowed(name: str, allow: re.Pattern[str] | None, deny: re.Pattern[str] | N
     return not (deny is not None and deny.search(name))
 
 
-_LOOP_MODULE, _LOOP_MISSING = built_from(
+_BUILT: Final = built_from(
     "offsetwatch.exporter._snapshot_speedups", Path(__file__).with_name("_snapshot_speedups.c")
 )
 
 
 def snapshot_accelerator() -> tuple[Any, str]:
     """(exporter._snapshot_speedups or None, why it is not used)."""
-    if _LOOP_MODULE is None:
-        return None, _LOOP_MISSING
-    if speedups_disabled_by_environment():
-        return None, "turned off by OFFSETWATCH_NO_SPEEDUPS"
-    return _LOOP_MODULE, ""
+    return in_use(_BUILT)
 
 
 def _accelerated_loop() -> Any:

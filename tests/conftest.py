@@ -68,6 +68,18 @@ def require_path(path: Path, what: str) -> Path:
     pytest.skip(message)
 
 
+def require_accelerator(loaded: tuple[Any, str], what: str) -> Any:
+    """The module of an optional C accelerator (`ingest_accelerator()`...): CI builds from a
+    clean clone, so there it must be in use; locally a failed build only skips."""
+    module, why = loaded
+    if module is None:
+        message = f"the {what} is not used: {why}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return module
+
+
 @pytest.fixture(scope="session")
 def conformance_dir() -> Path:
     return require_path(_conformance_root() / "kafka-4.0.0", "Conformance vectors")

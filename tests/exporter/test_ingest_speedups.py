@@ -16,7 +16,6 @@ Under CI=true the accelerator must be active; locally a failed build only skips.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import struct
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from offsetwatch.decoder.records import (
 from offsetwatch.exporter.ingest import Ingestor, Quarantined, ingest_accelerator
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
+from tests.conftest import require_accelerator
 from tests.decoder.strategies import real_records
 
 T0 = 1_700_000_000_000
@@ -44,12 +44,7 @@ CODEC = Codec()
 
 
 def _accelerator() -> Any:
-    module, why = ingest_accelerator()
-    if module is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the ingest accelerator is not active under CI=true: {why}")
-        pytest.skip(f"the ingest accelerator is not used: {why}")
-    return module
+    return require_accelerator(ingest_accelerator(), "ingest accelerator")
 
 
 @dataclass(slots=True)

@@ -14,7 +14,6 @@ Under CI=true the accelerator must be active; locally a failed build only skips.
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any
 
@@ -31,17 +30,13 @@ from offsetwatch.exporter.snapshot import (
 )
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.status import StatusConfig
+from tests.conftest import require_accelerator
 
 T0 = 1_700_000_000_000
 
 
 def _accelerated() -> Any:
-    module, why = snapshot_accelerator()
-    if module is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the snapshot accelerator is not active under CI=true: {why}")
-        pytest.skip(f"the snapshot accelerator is not used: {why}")
-    return module.partition_loop
+    return require_accelerator(snapshot_accelerator(), "snapshot accelerator").partition_loop
 
 
 def _commit(group: str, topic: str, p: int, offset: int, ts: int) -> Record:
