@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import http.client
 import json
 import linecache
@@ -1045,6 +1046,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     bench_describe(broker, args)
                 if "3" in parts:
                     bench_reset(broker, args)
+                # clients the parts left in reference cycles (an AdminClient and its futures)
+                # would go on reconnecting to the stopped broker until the interpreter exits
+                gc.collect()
         except KeyboardInterrupt:
             print("\ninterrupted: broker stopped", file=sys.stderr)
             return 130
