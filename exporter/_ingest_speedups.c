@@ -447,7 +447,8 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         int32_t slot = be32(kb + kn - 4);
-        Py_DECREF(key);
+        int key_type = kb[1];
+        Py_DECREF(key); /* kb is not read after this: a key() may return a new object */
         if (slot < 0) {
             break;
         }
@@ -520,7 +521,7 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (timestamp > run.max_ts) {
             run.max_ts = timestamp;
         }
-        applied[kb[1] * 4 + version]++;
+        applied[key_type * 4 + version]++;
         applied[8]++;
         /* Ingestor's position of the partition */
         if (partition != run_partition) {
