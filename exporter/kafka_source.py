@@ -261,6 +261,10 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
 _DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN})
 #: statistics reports in a row without a broker connection up that mean "down"
 _DOWN_AFTER_REPORTS = 2
+#: librdkafka's fetch state of a partition waiting for an OffsetForLeaderEpoch answer, and
+#: the statistics reports in a row (5 s apart) after which the source reads it again
+_STUCK_FETCH_STATE = "validate-epoch-wait"
+_STUCK_AFTER_REPORTS = 3
 #: how long a metadata probe of a cluster reported down may block the main loop
 _DOWN_PROBE_TIMEOUT_S = 1.0
 
@@ -322,6 +326,10 @@ class OffsetsTopicSource:
         #: may come from the client's prefetch queue, and prove nothing about the cluster now
         self._down_ends: dict[int, int] = {}
         self._reports_without_up = 0
+        #: statistics reports in a row that found a partition in `_STUCK_FETCH_STATE`, and
+        #: the partitions to seek again (`_watch_fetch_states`)
+        self._stuck_reports: dict[int, int] = {}
+        self._nudge: set[int] = set()
         self._started = False
         self._next_refresh = 0.0
         self._closed = False
@@ -368,6 +376,8 @@ class OffsetsTopicSource:
         if self._clock() >= self._next_refresh:
             self._refresh_assignment()
         raw = self._consumer.consume(max_messages, timeout_s)
+        if self._nudge:
+            self._nudge_stuck()
         messages, last, failed = self._split(raw)
         events: list[SourceEvent] = []
         for m in failed:
@@ -675,6 +685,47 @@ class OffsetsTopicSource:
 
     # -- librdkafka callbacks (run inside consume()/list_topics() on our thread) -----------
 
+    def _watch_fetch_states(self, stats: dict[str, Any]) -> None:
+        """Partitions librdkafka left waiting for an epoch validation, report after report.
+
+        After a broker hung past the request timeouts, a partition can stay in the fetch
+        state `validate-epoch-wait` for minutes and fetch nothing (librdkafka issue 4492;
+        the hang test under load: the client committed again, the exporter never read it).
+        `poll_batch` seeks such a partition to its position again, without a leader epoch,
+        so the fetch starts over instead of waiting for a validation that does not come."""
+        topic = stats.get("topics", {}).get(self.topic, {})
+        waiting = {
+            int(p)
+            for p, info in topic.get("partitions", {}).items()
+            if info.get("fetch_state") == _STUCK_FETCH_STATE and int(p) >= 0
+        }
+        reports = {p: self._stuck_reports.get(p, 0) + 1 for p in waiting}
+        self._stuck_reports = reports
+        if self._up:  # while the cluster is away, waiting is all a partition can do
+            self._nudge.update(p for p, n in reports.items() if n >= _STUCK_AFTER_REPORTS)
+
+    def _nudge_stuck(self) -> None:
+        """Seek the partitions `_watch_fetch_states` found stuck to their positions."""
+        nudge, self._nudge = self._nudge, set()
+        for partition in sorted(nudge):
+            with self._lock:
+                position = self._positions.get(partition)
+            if position is None or partition not in self._assigned:
+                continue
+            log.warning(
+                "%s partition %d: the client waited %d statistics reports for a leader epoch "
+                "validation; reading again from offset %d",
+                self.topic,
+                partition,
+                self._stuck_reports.get(partition, _STUCK_AFTER_REPORTS),
+                position,
+            )
+            self._stuck_reports.pop(partition, None)
+            try:
+                self._consumer.seek(TopicPartition(self.topic, partition, position))
+            except KafkaException as exc:
+                self._queue_error(exc.args[0] if exc.args else None, "seek failed")
+
     def _mark_down(self, fetched_ends: dict[int, int], why: str) -> None:
         """Under self._lock."""
         self._up = False
@@ -721,9 +772,11 @@ class OffsetsTopicSource:
 
     def _on_stats(self, stats_json: str) -> None:
         try:
-            brokers = json.loads(stats_json).get("brokers", {})
+            stats = json.loads(stats_json)
         except ValueError:
             return
+        brokers = stats.get("brokers", {})
+        self._watch_fetch_states(stats)
         if any(b.get("state") == "UP" for b in brokers.values()):
             self._reports_without_up = 0
             with self._lock:

@@ -523,6 +523,66 @@ def test_two_statistics_reports_without_a_connection_up_mean_down() -> None:
     assert source.source_up()
 
 
+class _Seeking(_Prefetched):
+    def __init__(self) -> None:
+        super().__init__(fetched=10, per_call=10)
+        self.seeks: list[TopicPartition] = []
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append(tp)
+
+
+def test_a_partition_left_waiting_for_an_epoch_validation_is_read_again() -> None:
+    """librdkafka can leave a partition in `validate-epoch-wait` after a hung broker: after
+    three statistics reports in that state the source seeks it to its position, without a
+    leader epoch; not while the cluster is away, nor after a report or two (a validation
+    normally takes one round trip)."""
+    consumer = _Seeking()
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer)
+    source.poll_batch()  # records 0..9 of partition 0: position 10
+
+    def report(state: str) -> None:
+        partitions = {"0": {"fetch_state": state}, "-1": {"fetch_state": state}}
+        stats = {
+            "brokers": {"b1": {"state": "UP"}},
+            "topics": {"__consumer_offsets": {"partitions": partitions}},
+        }
+        source._on_stats(json.dumps(stats))
+
+    report("validate-epoch-wait")
+    report("validate-epoch-wait")
+    report("active")  # validated: counting starts again
+    report("validate-epoch-wait")
+    report("validate-epoch-wait")
+    source.poll_batch()
+    assert consumer.seeks == []
+    report("validate-epoch-wait")
+    source.poll_batch()
+    assert [(tp.topic, tp.partition, tp.offset) for tp in consumer.seeks] == [
+        ("__consumer_offsets", 0, 10)
+    ]
+    assert consumer.seeks[0].leader_epoch in (None, -1)
+    source.poll_batch()
+    assert len(consumer.seeks) == 1
+
+    source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    for _ in range(4):
+        source._on_stats(
+            json.dumps(
+                {
+                    "brokers": {"b1": {"state": "DOWN"}},
+                    "topics": {
+                        "__consumer_offsets": {
+                            "partitions": {"0": {"fetch_state": "validate-epoch-wait"}}
+                        }
+                    },
+                }
+            )
+        )
+    source.poll_batch()
+    assert len(consumer.seeks) == 1
+
+
 @pytest.mark.kafka
 def test_broker_down_then_new_broker_behind_the_same_address() -> None:
     """What librdkafka 2.16 does when the only broker dies (SIGKILL) and a new one appears.
