@@ -17,7 +17,6 @@
 #include <stdint.h>
 
 #define NEVER (-1)
-#define UNKNOWN (-1)
 /* a missing optional int (None in Python) */
 #define NONE INT64_MIN
 
