@@ -83,11 +83,9 @@ def _state_of(ingestor: Ingestor, quarantined: list[Quarantined]) -> Any:
         tables = {}
         for topic, table in group.topics.items():
             size = len(table.present)
-            tables[topic] = {
-                name: list(getattr(table, name))[:size]
-                for name in PartitionColumns
-                if name != "metadata"
-            } | {"metadata": [table.metadata_of(p) for p in range(size)]}
+            tables[topic] = {name: list(getattr(table, name))[:size] for name in _COLUMNS} | {
+                "metadata": [table.metadata_of(p) for p in range(size)]
+            }
         groups[group_id] = (
             group.commits_total,
             group.last_record_ts,
@@ -105,7 +103,8 @@ def _state_of(ingestor: Ingestor, quarantined: list[Quarantined]) -> Any:
     )
 
 
-PartitionColumns = (
+#: every array column of a PartitionTable (its metadata is compared through metadata_of)
+_COLUMNS = (
     "present",
     "committed",
     "commit_ts",
@@ -119,7 +118,6 @@ PartitionColumns = (
     "first_commit_ts",
     "rewind_ts",
     "move_ts",
-    "metadata",
 )
 
 
