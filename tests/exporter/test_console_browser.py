@@ -359,6 +359,9 @@ def test_live_records_arrive_filter_and_pause(page: Any, demo: tuple[DemoStack, 
     rows = page.locator("#records tbody tr")
     expect(rows.first).to_be_visible(timeout=WAIT_MS)
     page.fill("#live-group", "billing-healthy")
+    # the page reconnects with the filter 300 ms after the last keystroke and starts the table
+    # over; until then the unfiltered stream still adds rows, any of which may be this group's
+    expect(page).to_have_url(re.compile(r"\?group=billing-healthy$"))
     expect(rows.first).to_have_attribute("data-group", "billing-healthy", timeout=WAIT_MS)
     groups = set(rows.evaluate_all("rows => rows.map(r => r.dataset.group)"))
     assert groups == {"billing-healthy"}
