@@ -68,9 +68,11 @@ class StreamState:
     def store(self, spark: SparkSession, batch: DataFrame, batch_id: int) -> None:
         """The batch's lake parts and group states, and the latest event time of each."""
         batch = batch.persist()
+        combined: DataFrame | None = None
         try:
             prior = self._prior_group_states(spark, batch_id)
-            combined = derive_group_events(spark, group_records(batch), prior)
+            # derived once (Python workers replay each group's records), written twice
+            combined = derive_group_events(spark, group_records(batch), prior).persist()
             events, states = split_events(combined)
             for table, rows in (
                 (ls.COMMITS, flatten_commits(batch)),
@@ -82,6 +84,8 @@ class StreamState:
             merged.write.mode("overwrite").parquet(self._batch_path(_GROUP_STATE, batch_id))
             _write_latest(self._batch_path(_LATEST, batch_id), self._latest_times(spark, batch_id))
         finally:
+            if combined is not None:
+                combined.unpersist()
             batch.unpersist()
 
     def _latest_times(self, spark: SparkSession, batch_id: int) -> dict[str, int | None]:
