@@ -65,8 +65,10 @@ EXPECTED = {
 
 
 def _frames(spark: SparkSession, records: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Cached: each test asks at several instants, and deriving the group events again for
+    each (Python workers replaying every group's records) was most of its time."""
     events, _ = split_events(derive_group_events(spark, group_records(records), None))
-    return flatten_commits(records), events
+    return flatten_commits(records).cache(), events.cache()
 
 
 def _as_dict(rows: DataFrame) -> dict[tuple[str, int], int]:
@@ -130,7 +132,6 @@ def test_kafka_runs_match_ground_truth_and_replay(
     run_dir = conformance_dir / "runs" / run
     history, status = segment_history(run_dir)
     commits, events = _frames(spark, frame(spark, history, txn=status))
-    commits, events = commits.cache(), events.cache()
     final = json.loads((run_dir / "groups-final.json").read_text())
     end = max(r["timestamp"] for r in history)
     # share groups have no offsets in __consumer_offsets
