@@ -261,9 +261,11 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
 _DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN})
 #: statistics reports in a row without a broker connection up that mean "down"
 _DOWN_AFTER_REPORTS = 2
-#: librdkafka's fetch state of a partition waiting for an OffsetForLeaderEpoch answer, and
-#: the statistics reports in a row (5 s apart) after which the source reads it again
-_STUCK_FETCH_STATE = "validate-epoch-wait"
+#: librdkafka's fetch states of a partition waiting for an answer before it fetches (an
+#: OffsetForLeaderEpoch validation, an offset lookup), and the statistics reports in a row
+#: (5 s apart) in one of them after which the source reads it again: each normally lasts one
+#: round trip, and a partition left in one fetches nothing however long the cluster answers
+_WAITING_FETCH_STATES = frozenset({"validate-epoch-wait", "offset-query", "offset-wait"})
 _STUCK_AFTER_REPORTS = 3
 #: how long a metadata probe of a cluster reported down may block the main loop
 _DOWN_PROBE_TIMEOUT_S = 1.0
@@ -326,9 +328,11 @@ class OffsetsTopicSource:
         #: may come from the client's prefetch queue, and prove nothing about the cluster now
         self._down_ends: dict[int, int] = {}
         self._reports_without_up = 0
-        #: statistics reports in a row that found a partition in `_STUCK_FETCH_STATE`, and
-        #: the partitions to seek again (`_watch_fetch_states`)
+        #: statistics reports in a row that found a partition in one of
+        #: `_WAITING_FETCH_STATES` (and which one), and the partitions to seek again
+        #: (`_watch_fetch_states`)
         self._stuck_reports: dict[int, int] = {}
+        self._stuck_states: dict[int, str] = {}
         self._nudge: set[int] = set()
         self._started = False
         self._next_refresh = 0.0
@@ -686,21 +690,23 @@ class OffsetsTopicSource:
     # -- librdkafka callbacks (run inside consume()/list_topics() on our thread) -----------
 
     def _watch_fetch_states(self, stats: dict[str, Any]) -> None:
-        """Partitions librdkafka left waiting for an epoch validation, report after report.
+        """Partitions librdkafka left waiting before a fetch, report after report.
 
         After a broker hung past the request timeouts, a partition can stay in the fetch
         state `validate-epoch-wait` for minutes and fetch nothing (librdkafka issue 4492;
-        the hang test under load: the client committed again, the exporter never read it).
+        the hang test under load: the client committed again, the exporter never read it);
+        an offset lookup can be left waiting the same way (librdkafka issue 843).
         `poll_batch` seeks such a partition to its position again, without a leader epoch,
-        so the fetch starts over instead of waiting for a validation that does not come."""
+        so the fetch starts over instead of waiting for an answer that does not come."""
         topic = stats.get("topics", {}).get(self.topic, {})
         waiting = {
-            int(p)
+            int(p): str(info["fetch_state"])
             for p, info in topic.get("partitions", {}).items()
-            if info.get("fetch_state") == _STUCK_FETCH_STATE and int(p) >= 0
+            if info.get("fetch_state") in _WAITING_FETCH_STATES and int(p) >= 0
         }
         reports = {p: self._stuck_reports.get(p, 0) + 1 for p in waiting}
         self._stuck_reports = reports
+        self._stuck_states = waiting
         if self._up:  # while the cluster is away, waiting is all a partition can do
             self._nudge.update(p for p, n in reports.items() if n >= _STUCK_AFTER_REPORTS)
 
@@ -713,11 +719,12 @@ class OffsetsTopicSource:
             if position is None or partition not in self._assigned:
                 continue
             log.warning(
-                "%s partition %d: the client waited %d statistics reports for a leader epoch "
-                "validation; reading again from offset %d",
+                "%s partition %d: the client waited %d statistics reports in fetch state %s "
+                "while the cluster answered; reading again from offset %d",
                 self.topic,
                 partition,
                 self._stuck_reports.get(partition, _STUCK_AFTER_REPORTS),
+                self._stuck_states.get(partition, "?"),
                 position,
             )
             self._stuck_reports.pop(partition, None)

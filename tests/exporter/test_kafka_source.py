@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator, Mapping
@@ -536,11 +537,14 @@ class _Seeking(_Prefetched):
         self.seeks.append(tp)
 
 
-def test_a_partition_left_waiting_for_an_epoch_validation_is_read_again() -> None:
-    """librdkafka can leave a partition in `validate-epoch-wait` after a hung broker: after
-    three statistics reports in that state the source seeks it to its position, without a
-    leader epoch; not while the cluster is away, nor after a report or two (a validation
-    normally takes one round trip)."""
+@pytest.mark.parametrize("waiting", ["validate-epoch-wait", "offset-wait", "offset-query"])
+def test_a_partition_left_waiting_before_a_fetch_is_read_again(
+    waiting: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """librdkafka can leave a partition in `validate-epoch-wait` after a hung broker (or
+    waiting for an offset lookup): after three statistics reports in such a state the source
+    seeks it to its position, without a leader epoch, and says which state it was; not while
+    the cluster is away, nor after a report or two (each normally takes one round trip)."""
     consumer = _Seeking()
     source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer)
     source.poll_batch()  # records 0..9 of partition 0: position 10
@@ -553,18 +557,20 @@ def test_a_partition_left_waiting_for_an_epoch_validation_is_read_again() -> Non
         }
         source._on_stats(json.dumps(stats))
 
-    report("validate-epoch-wait")
-    report("validate-epoch-wait")
-    report("active")  # validated: counting starts again
-    report("validate-epoch-wait")
-    report("validate-epoch-wait")
+    report(waiting)
+    report(waiting)
+    report("active")  # answered: counting starts again
+    report(waiting)
+    report(waiting)
     source.poll_batch()
     assert consumer.seeks == []
-    report("validate-epoch-wait")
-    source.poll_batch()
+    report(waiting)
+    with caplog.at_level(logging.WARNING):
+        source.poll_batch()
     assert [(tp.topic, tp.partition, tp.offset) for tp in consumer.seeks] == [
         ("__consumer_offsets", 0, 10)
     ]
+    assert f"fetch state {waiting}" in caplog.text
     assert consumer.seeks[0].leader_epoch in (None, -1)
     source.poll_batch()
     assert len(consumer.seeks) == 1
@@ -576,9 +582,7 @@ def test_a_partition_left_waiting_for_an_epoch_validation_is_read_again() -> Non
                 {
                     "brokers": {"b1": {"state": "DOWN"}},
                     "topics": {
-                        "__consumer_offsets": {
-                            "partitions": {"0": {"fetch_state": "validate-epoch-wait"}}
-                        }
+                        "__consumer_offsets": {"partitions": {"0": {"fetch_state": waiting}}}
                     },
                 }
             )
