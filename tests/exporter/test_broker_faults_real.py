@@ -326,8 +326,17 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
     try:
         exporter = ExporterProcess.start(argv, tmp_path / "export.log", children)
 
+        at_stop: dict[str, object] = {}
+
         def describe() -> str:
-            return exporter.stacks()
+            published = {
+                name: exporter_metric(exporter, f"offsetwatch_{name}")
+                for name in ("published_total", "publish_errors_total")
+            }
+            return (
+                f"commits {committer.commits}, at SIGSTOP {at_stop}, now {published}; "
+                + exporter.stacks()
+            )
 
         wait_for(
             lambda: exporter.get("/readyz").status == 200 and committer.commits > 5,
@@ -336,6 +345,8 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         )
         watcher.current = exporter
         pid = int((broker.directory / "broker.pid").read_text())
+        at_stop["commits"] = committer.commits
+        at_stop["published"] = exporter_metric(exporter, "offsetwatch_published_total")
         os.kill(pid, signal.SIGSTOP)
         try:
             wait_for(
