@@ -54,10 +54,13 @@ BAD_COLUMN: Final = "bad"
 #: bytes per Arrow parse (whole lines): large enough to amortise a call, small enough that a
 #: block with a bad line costs little to parse again in Python
 BLOCK_BYTES: Final = 16 << 20
-#: the types Arrow's columns carry straight into the lake (flat keys and values)
-_FAST_TYPES: Final = pa.array([contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE])
+#: the types Arrow's columns carry straight into the lake (flat keys and values). Tuples, made
+#: Arrow arrays where a block is parsed: pyarrow imports pandas at its first `pa.array`, and
+#: this module is imported by every Python process Spark starts to plan a data source read
+#: (one per planning call): 0.27 CPU s each for nothing
+_FAST_TYPES: Final = (contract.OFFSET_COMMIT_TYPE, LOG_END_TYPE)
 #: group and share-state records: their key and value are kept as JSON text (Python path)
-_GROUP_TYPES: Final = pa.array(sorted(TEXT_RECORD_TYPES))
+_GROUP_TYPES: Final = tuple(sorted(TEXT_RECORD_TYPES))
 #: the envelope fields the lake keeps as they are
 _ENVELOPE_KEPT: Final = (
     contract.TYPE,
@@ -75,7 +78,6 @@ _CHECKED: Final = (
     pa.field(contract.TRANSACTION, pa.string()),
     pa.field(contract.SCHEMA, pa.int64()),
 )
-_OUTCOMES: Final = pa.array(contract.OUTCOMES)
 
 
 def lake_input_struct() -> StructType:
@@ -267,11 +269,11 @@ def _parse_block(block: bytes, schema: pa.Schema) -> tuple[pa.Table, list[int], 
     if not _contract_holds(table):  # the careful path quarantines the lines that break it
         return None
     kinds = table.column("type")
-    group_rows = pc.indices_nonzero(pc.is_in(kinds, value_set=_GROUP_TYPES)).to_pylist()
+    group_rows = pc.indices_nonzero(pc.is_in(kinds, value_set=pa.array(_GROUP_TYPES))).to_pylist()
     lines = block.split(b"\n") if group_rows else []
     if group_rows and not _paired(lines, table, group_rows):
         return None
-    return table.filter(pc.is_in(kinds, value_set=_FAST_TYPES)), group_rows, lines
+    return table.filter(pc.is_in(kinds, value_set=pa.array(_FAST_TYPES))), group_rows, lines
 
 
 def _contract_holds(table: pa.Table) -> bool:
@@ -283,7 +285,7 @@ def _contract_holds(table: pa.Table) -> bool:
         if low.as_py() < contract.FIRST_SCHEMA_VERSION or high.as_py() > contract.SCHEMA_VERSION:
             return False
     outcome = table.column(contract.TRANSACTION)
-    known = pc.is_in(outcome, value_set=_OUTCOMES)
+    known = pc.is_in(outcome, value_set=pa.array(contract.OUTCOMES))
     return bool(pc.all(pc.or_(pc.is_null(outcome), known)).as_py())
 
 
