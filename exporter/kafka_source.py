@@ -269,6 +269,8 @@ _WAITING_FETCH_STATES = frozenset({"validate-epoch-wait", "offset-query", "offse
 _STUCK_AFTER_REPORTS = 3
 #: how long a metadata probe of a cluster reported down may block the main loop
 _DOWN_PROBE_TIMEOUT_S = 1.0
+#: while down, how often a failed probe is logged with the client's broker states
+_DOWN_REPORT_EVERY_S = 30.0
 
 
 class OffsetsTopicSource:
@@ -334,6 +336,10 @@ class OffsetsTopicSource:
         self._stuck_reports: dict[int, int] = {}
         self._stuck_states: dict[int, str] = {}
         self._nudge: set[int] = set()
+        #: the broker connections' states of the last statistics report, and when a failed
+        #: probe of a cluster reported down is next logged with them
+        self._broker_states = "none reported yet"
+        self._next_down_report = 0.0
         self._started = False
         self._next_refresh = 0.0
         self._closed = False
@@ -496,6 +502,19 @@ class OffsetsTopicSource:
         except KafkaException as exc:
             if not probing:  # a down cluster was reported once already
                 self._queue_error(exc.args[0] if exc.args else None, "metadata lookup failed")
+            elif self._clock() >= self._next_down_report:
+                # what the client's connections were doing meanwhile: after a hang, a client
+                # was once seen never to connect again while others of the process did
+                self._next_down_report = self._clock() + _DOWN_REPORT_EVERY_S
+                err = exc.args[0] if exc.args else None
+                log.warning(
+                    "%s source: down for %.0f s, the metadata probe failed (%s); the "
+                    "client's broker connections: %s",
+                    self.topic,
+                    self.down_for_s(),
+                    err.str() if isinstance(err, KafkaError) else exc,
+                    self._broker_states,
+                )
             self._next_refresh = self._clock() + retry
             return
         self._note_cluster(metadata.cluster_id)
@@ -783,6 +802,14 @@ class OffsetsTopicSource:
         except ValueError:
             return
         brokers = stats.get("brokers", {})
+        self._broker_states = (
+            ", ".join(
+                f"{b.get('nodename', name)} {b.get('state')} "
+                f"({int(b.get('stateage', 0)) // 1_000_000} s)"
+                for name, b in sorted(brokers.items())
+            )
+            or "none"
+        )
         self._watch_fetch_states(stats)
         if any(b.get("state") == "UP" for b in brokers.values()):
             self._reports_without_up = 0

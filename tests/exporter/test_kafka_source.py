@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from offsetwatch.exporter.kafka_source import (
     REDACTED,
@@ -526,6 +526,47 @@ def test_two_statistics_reports_without_a_connection_up_mean_down() -> None:
     assert not source.source_up()
     report("UP", "INIT")
     assert source.source_up()
+
+
+class _Unanswered(_Prefetched):
+    """A consumer whose metadata requests fail from `failing` on (a client that does not
+    connect again)."""
+
+    def __init__(self) -> None:
+        super().__init__(fetched=10, per_call=10)
+        self.failing = False
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        if self.failing:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+        return super().list_topics(topic, timeout)
+
+
+def test_a_failed_probe_while_down_is_logged_with_the_broker_states_every_30_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While down the source probes the cluster every 5 s, silently; every 30 s one
+    WARNING says how long, why the probe failed and what the client's connections were
+    doing (the states of the last statistics report)."""
+    now = [0.0]
+    consumer = _Unanswered()
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer, clock=lambda: now[0])
+    source.poll_batch()
+    broker = {"nodename": "127.0.0.1:9092/1", "state": "APIVERSION_QUERY", "stateage": 4_000_000}
+    source._on_stats(json.dumps({"brokers": {"127.0.0.1:9092/1": broker}}))
+    source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    consumer.failing = True
+    with caplog.at_level(logging.WARNING):
+        for second in range(1, 96):
+            now[0] = float(second)
+            source.poll_batch()
+    said = [r.getMessage() for r in caplog.records if "metadata probe failed" in r.getMessage()]
+    # the first probe when the metadata refresh is due (30 s), then every 5 s, said every 30 s
+    assert [m.split(" s, ")[0][-6:] for m in said] == ["for 30", "for 60", "for 90"], said
+    assert said[0].endswith(
+        "(Broker transport failure); the client's broker connections: "
+        "127.0.0.1:9092/1 APIVERSION_QUERY (4 s)"
+    ), said
 
 
 class _Seeking(_Prefetched):
