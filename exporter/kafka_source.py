@@ -336,9 +336,9 @@ class OffsetsTopicSource:
         self._stuck_reports: dict[int, int] = {}
         self._stuck_states: dict[int, str] = {}
         self._nudge: set[int] = set()
-        #: the broker connections' states of the last statistics report, and when a failed
-        #: probe of a cluster reported down is next logged with them
-        self._broker_states = "none reported yet"
+        #: the broker connections of the last statistics report (None before one), and when
+        #: a failed probe of a cluster reported down is next logged with them
+        self._last_brokers: dict[str, Any] | None = None
         self._next_down_report = 0.0
         self._started = False
         self._next_refresh = 0.0
@@ -513,7 +513,7 @@ class OffsetsTopicSource:
                     self.topic,
                     self.down_for_s(),
                     err.str() if isinstance(err, KafkaError) else exc,
-                    self._broker_states,
+                    self._broker_states(),
                 )
             self._next_refresh = self._clock() + retry
             return
@@ -752,6 +752,19 @@ class OffsetsTopicSource:
             except KafkaException as exc:
                 self._queue_error(exc.args[0] if exc.args else None, "seek failed")
 
+    def _broker_states(self) -> str:
+        """The last statistics report's broker connections: name, state, seconds in it."""
+        if self._last_brokers is None:
+            return "none reported yet"
+        return (
+            ", ".join(
+                f"{b.get('nodename', name)} {b.get('state')} "
+                f"({int(b.get('stateage', 0)) // 1_000_000} s)"
+                for name, b in sorted(self._last_brokers.items())
+            )
+            or "none"
+        )
+
     def _mark_down(self, fetched_ends: dict[int, int], why: str) -> None:
         """Under self._lock."""
         self._up = False
@@ -802,14 +815,7 @@ class OffsetsTopicSource:
         except ValueError:
             return
         brokers = stats.get("brokers", {})
-        self._broker_states = (
-            ", ".join(
-                f"{b.get('nodename', name)} {b.get('state')} "
-                f"({int(b.get('stateage', 0)) // 1_000_000} s)"
-                for name, b in sorted(brokers.items())
-            )
-            or "none"
-        )
+        self._last_brokers = brokers
         self._watch_fetch_states(stats)
         if any(b.get("state") == "UP" for b in brokers.values()):
             self._reports_without_up = 0
