@@ -683,6 +683,7 @@ class Exporter:
     def _update_source_stats(self, source: OffsetsTopicSource) -> None:
         stats = self.stats
         stats.source_up = source.source_up()
+        stats.source_clients_replaced_total = source.clients_replaced_total
         for partition, position in source.positions().items():
             stats.set_position(partition, position)
         for partition, end in source.end_offsets().items():

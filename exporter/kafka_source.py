@@ -271,6 +271,11 @@ _STUCK_AFTER_REPORTS = 3
 _DOWN_PROBE_TIMEOUT_S = 1.0
 #: while down, how often a failed probe is logged with the client's broker states
 _DOWN_REPORT_EVERY_S = 30.0
+#: statistics reports in a row in which no broker connection of the client has an address,
+#: after which the source opens a new client (`_watch_addresses`)
+_ADDRESSLESS_AFTER_REPORTS = 2
+#: how long `close()` waits for clients given up on to finish closing
+_RETIRED_CLOSE_WAIT_S = 5.0
 
 
 class OffsetsTopicSource:
@@ -304,12 +309,17 @@ class OffsetsTopicSource:
         self._user_error_cb = config.get("error_cb")
         self._user_stats_cb = config.get("stats_cb")
         merged = consumer_config(config)
-        merged["error_cb"] = self._on_error
-        merged["stats_cb"] = self._on_stats
         merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
         self.config_for_logging = redact(merged)
         log.info("%s source config: %s", self.topic, self.config_for_logging)
-        self._consumer = consumer_factory(merged)
+        self._config = merged
+        self._consumer_factory = consumer_factory
+        #: which client the callbacks of librdkafka belong to: a client given up on
+        #: (`_replace_consumer`) may still call them while it closes, and must not count
+        self._generation = 0
+        self._consumer = self._new_consumer()
+        self._retired: list[threading.Thread] = []
+        self.clients_replaced_total = 0
         accelerator, _why = ingest_accelerator()
         #: the C loop of `_split`, when exporter._ingest_speedups is built
         self._split_batch = accelerator.split_batch if accelerator is not None else None
@@ -336,6 +346,13 @@ class OffsetsTopicSource:
         self._stuck_reports: dict[int, int] = {}
         self._stuck_states: dict[int, str] = {}
         self._nudge: set[int] = set()
+        #: statistics reports in a row without a broker address, and whether poll_batch is
+        #: to open a new client (`_watch_addresses`)
+        self._addressless_reports = 0
+        self._replace = False
+        #: the logical start (OFFSET_BEGINNING, OFFSET_END) of an assigned partition that has
+        #: no position yet: where a new client starts it
+        self._logical_starts: dict[int, int] = {}
         #: the broker connections of the last statistics report (None before one), and when
         #: a failed probe of a cluster reported down is next logged with them
         self._last_brokers: dict[str, Any] | None = None
@@ -367,6 +384,74 @@ class OffsetsTopicSource:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:  # already closed / broker gone
             log.debug("%s source close: %s", self.topic, exc)
+        for closing in self._retired:
+            closing.join(_RETIRED_CLOSE_WAIT_S)
+
+    def _new_consumer(self) -> Any:
+        generation = self._generation
+
+        def on_error(err: KafkaError) -> None:
+            if generation == self._generation:
+                self._on_error(err)
+
+        def on_stats(stats_json: str) -> None:
+            if generation == self._generation:
+                self._on_stats(stats_json)
+
+        return self._consumer_factory({**self._config, "error_cb": on_error, "stats_cb": on_stats})
+
+    def _replace_consumer(self) -> None:
+        """Give the client up and read on with a new one from the same positions.
+
+        librdkafka (2.16) forgets a broker that a metadata answer leaves out, and a broker
+        that was hung leaves itself out for the moment its controller fences it after
+        SIGCONT (its session timed out meanwhile; a few tens of ms later it is unfenced).
+        A client whose only broker went that way keeps no address to connect to, not even
+        the bootstrap one, and never reads again (the hang test under load, 2 runs in 3).
+        """
+        self._replace = False
+        with self._lock:
+            stopped = set(self._stopped)
+            restart = {
+                partition: self._positions.get(
+                    partition, self._logical_starts.get(partition, OFFSET_BEGINNING)
+                )
+                for partition in sorted(self._assigned - stopped)
+            }
+        log.warning(
+            "%s source: the client has had no broker address for %d statistics reports "
+            "(librdkafka dropped the broker from a metadata answer); opening a new client "
+            "that reads on from the positions reached (%d partitions)",
+            self.topic,
+            self._addressless_reports,
+            len(restart),
+        )
+        old = self._consumer
+        self._generation += 1
+        self._consumer = self._new_consumer()
+        self._addressless_reports = 0
+        self._last_brokers = None
+        self._reports_without_up = 0
+        self._stuck_reports.clear()
+        self._stuck_states.clear()
+        self._nudge.clear()
+        self.clients_replaced_total += 1
+        if restart:
+            self._consumer.incremental_assign(
+                [TopicPartition(self.topic, p, offset) for p, offset in restart.items()]
+            )
+        # closing the old client may wait on its broker threads: not on the main loop
+        closing = threading.Thread(
+            target=self._close_retired, args=(old,), name="offsets-source-close", daemon=True
+        )
+        closing.start()
+        self._retired = [t for t in self._retired if t.is_alive()] + [closing]
+
+    def _close_retired(self, consumer: Any) -> None:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.debug("%s source: closing the client given up on: %s", self.topic, exc)
 
     def __enter__(self) -> OffsetsTopicSource:
         return self
@@ -383,6 +468,8 @@ class OffsetsTopicSource:
         the topic was found once, each retry of the lookup (every few seconds) may block for
         up to `metadata_timeout_s`; afterwards lookups are skipped while the cluster is down.
         """
+        if self._replace:
+            self._replace_consumer()
         if self._clock() >= self._next_refresh:
             self._refresh_assignment()
         raw = self._consumer.consume(max_messages, timeout_s)
@@ -545,12 +632,11 @@ class OffsetsTopicSource:
         to_assign: list[TopicPartition] = []
         for partition in new:
             requested = self._pending_start.pop(partition, None)
-            if requested is not None and requested < 0:
+            if requested is None or requested < 0:
                 # A logical offset (OFFSET_BEGINNING / OFFSET_END): nothing to pre-check.
-                to_assign.append(TopicPartition(self.topic, partition, requested))
-                continue
-            if requested is None:
-                to_assign.append(TopicPartition(self.topic, partition, OFFSET_BEGINNING))
+                logical = OFFSET_BEGINNING if requested is None else requested
+                to_assign.append(TopicPartition(self.topic, partition, logical))
+                self._logical_starts[partition] = logical
                 continue
             problem = self._check_position(partition, requested)
             if problem is not None:
@@ -589,6 +675,7 @@ class OffsetsTopicSource:
             self._eof_seen.clear()
             self._eof_offsets.clear()
             self._positions.clear()
+            self._logical_starts.clear()
         self._queue(ClusterChanged(previous, cluster_id))
 
     def _check_position(self, partition: int, requested: int) -> OffsetOutOfRange | None:
@@ -638,6 +725,7 @@ class OffsetsTopicSource:
                     self._positions[partition] = offset
                 else:
                     self._positions.pop(partition, None)
+                    self._logical_starts[partition] = offset
 
     # -- state for the caller and for metrics ----------------------------------------------
 
@@ -729,6 +817,20 @@ class OffsetsTopicSource:
         if self._up:  # while the cluster is away, waiting is all a partition can do
             self._nudge.update(p for p, n in reports.items() if n >= _STUCK_AFTER_REPORTS)
 
+    def _watch_addresses(self, brokers: dict[str, Any]) -> None:
+        """Whether the client still knows where a broker is (see `_replace_consumer`).
+
+        A broker connection with an empty node name is the group coordinator's stand-in
+        with no coordinator to point at; a client whose connections are all like that (or
+        that has none) has nothing left to connect to, and librdkafka only bootstraps again
+        when a connection it still has goes down."""
+        if self._closed or any(b.get("nodename", "?") for b in brokers.values()):
+            self._addressless_reports = 0
+            return
+        self._addressless_reports += 1
+        if self._addressless_reports >= _ADDRESSLESS_AFTER_REPORTS:
+            self._replace = True
+
     def _nudge_stuck(self) -> None:
         """Seek the partitions `_watch_fetch_states` found stuck to their positions."""
         nudge, self._nudge = self._nudge, set()
@@ -817,6 +919,7 @@ class OffsetsTopicSource:
         brokers = stats.get("brokers", {})
         self._last_brokers = brokers
         self._watch_fetch_states(stats)
+        self._watch_addresses(brokers)
         if any(b.get("state") == "UP" for b in brokers.values()):
             self._reports_without_up = 0
             with self._lock:

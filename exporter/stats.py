@@ -69,6 +69,8 @@ class PipelineStats:
     source_high_watermark: dict[int, int] = field(default_factory=dict)
     #: the consumer of `__consumer_offsets` is connected and assigned
     source_up: bool = False
+    #: consumers of `__consumer_offsets` given up on and replaced (no broker address left)
+    source_clients_replaced_total: int = 0
     #: the first pass over `__consumer_offsets` is done: lag and status mean something
     ready: bool = False
     ready_since_ms: int = 0

@@ -7,13 +7,21 @@ import contextlib
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from offsetwatch.exporter.kafka_source import (
     REDACTED,
@@ -567,6 +575,83 @@ def test_a_failed_probe_while_down_is_logged_with_the_broker_states_every_30_s(
         "(Broker transport failure); the client's broker connections: "
         "127.0.0.1:9092/1 APIVERSION_QUERY (4 s)"
     ), said
+
+
+class _Assigning(_Prefetched):
+    """Records each assignment and whether it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__(fetched=10, per_call=10)
+        self.assigned: list[tuple[int, int]] = []
+        self.closed = threading.Event()
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned += [(tp.partition, tp.offset) for tp in partitions]
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition("__consumer_offsets", p) for p, _offset in self.assigned]
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_client_left_without_a_broker_address_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a hang, the broker leaves itself out of one metadata answer while its controller
+    fences it; librdkafka forgets it, and a client left with only the coordinator's stand-in
+    (no node name) never connects again. After two statistics reports like that the source
+    opens a new client that reads on from the positions reached, closes the old one, counts
+    it, and ignores what the old one still reports."""
+    clients: list[_Assigning] = []
+    configs: list[dict[str, object]] = []
+
+    def factory(config: dict[str, object]) -> _Assigning:
+        clients.append(_Assigning())
+        configs.append(config)
+        return clients[-1]
+
+    source = OffsetsTopicSource({}, consumer_factory=factory)
+    source.poll_batch()  # records 0..9: position 10
+    assert source.positions() == {0: 10}
+    addressless = {"GroupCoordinator": {"nodename": "", "state": "TRY_CONNECT"}}
+    learned = {"127.0.0.1:9092/1": {"nodename": "127.0.0.1:9092", "state": "UP"}}
+
+    def report(generation: int, brokers: dict[str, dict[str, str]]) -> None:
+        on_stats = configs[generation]["stats_cb"]
+        assert callable(on_stats)
+        on_stats(json.dumps({"brokers": brokers}))
+
+    report(0, addressless)
+    report(0, {**addressless, **learned})  # one report alone is a moment, not a loss
+    report(0, addressless)
+    source.poll_batch()
+    assert len(clients) == 1 and source.clients_replaced_total == 0
+    report(0, addressless)
+    assert not source.source_up()
+    with caplog.at_level(logging.WARNING):
+        source.poll_batch()
+    assert len(clients) == 2 and source.clients_replaced_total == 1
+    assert clients[1].assigned == [(0, 10)]
+    assert clients[0].closed.wait(5)
+    assert "no broker address for 2 statistics reports" in caplog.text
+    assert "opening a new client" in caplog.text
+    report(0, addressless)  # the old client, closing: no longer counts
+    report(0, addressless)
+    report(1, learned)
+    assert source.source_up()
+    source.poll_batch()
+    assert len(clients) == 2
+    # a partition with no position yet starts where it was asked to start
+    source.seek({0: OFFSET_END})
+    report(1, addressless)
+    report(1, addressless)
+    source.poll_batch()
+    assert clients[2].assigned == [(0, OFFSET_END)]
+    source.close()
 
 
 class _Seeking(_Prefetched):
