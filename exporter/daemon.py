@@ -486,6 +486,10 @@ class Exporter:
         """Called on the sampler thread: hand the round over to the main loop."""
         self._samples.put((time_ms, offsets))
 
+    def on_sampler_admin_replaced(self, total: int) -> None:
+        """Called on the sampler thread: how many admin clients it replaced so far."""
+        self.stats.clients_replaced_total["log_end_sampler"] = total
+
     def _apply_samples(self) -> None:
         while True:
             try:
@@ -683,7 +687,12 @@ class Exporter:
     def _update_source_stats(self, source: OffsetsTopicSource) -> None:
         stats = self.stats
         stats.source_up = source.source_up()
-        stats.source_clients_replaced_total = source.clients_replaced_total
+        replaced = stats.clients_replaced_total
+        replaced["offsets_source"] = source.clients_replaced_total
+        if self.share_source is not None:
+            replaced["share_state_source"] = self.share_source.clients_replaced_total
+        if self.publisher is not None:
+            replaced["publisher"] = self.publisher.producers_replaced
         for partition, position in source.positions().items():
             stats.set_position(partition, position)
         for partition, end in source.end_offsets().items():

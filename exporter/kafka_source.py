@@ -41,6 +41,7 @@ from confluent_kafka import (
 # re-exported: exporter/publisher.py and spark_jobs/sources/kafka_options.py still import it
 # from here
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
+from offsetwatch.exporter.broker_addresses import AddressWatch
 from offsetwatch.exporter.ingest import ingest_accelerator
 
 log = logging.getLogger(__name__)
@@ -271,9 +272,6 @@ _STUCK_AFTER_REPORTS = 3
 _DOWN_PROBE_TIMEOUT_S = 1.0
 #: while down, how often a failed probe is logged with the client's broker states
 _DOWN_REPORT_EVERY_S = 30.0
-#: statistics reports in a row in which no broker connection of the client has an address,
-#: after which the source opens a new client (`_watch_addresses`)
-_ADDRESSLESS_AFTER_REPORTS = 2
 #: how long `close()` waits for clients given up on to finish closing
 _RETIRED_CLOSE_WAIT_S = 5.0
 
@@ -347,8 +345,8 @@ class OffsetsTopicSource:
         self._stuck_states: dict[int, str] = {}
         self._nudge: set[int] = set()
         #: statistics reports in a row without a broker address, and whether poll_batch is
-        #: to open a new client (`_watch_addresses`)
-        self._addressless_reports = 0
+        #: to open a new client (`_replace_consumer`)
+        self._addresses = AddressWatch()
         self._replace = False
         #: the logical start (OFFSET_BEGINNING, OFFSET_END) of an assigned partition that has
         #: no position yet: where a new client starts it
@@ -401,14 +399,9 @@ class OffsetsTopicSource:
         return self._consumer_factory({**self._config, "error_cb": on_error, "stats_cb": on_stats})
 
     def _replace_consumer(self) -> None:
-        """Give the client up and read on with a new one from the same positions.
-
-        librdkafka (2.16) forgets a broker that a metadata answer leaves out, and a broker
-        that was hung leaves itself out for the moment its controller fences it after
-        SIGCONT (its session timed out meanwhile; a few tens of ms later it is unfenced).
-        A client whose only broker went that way keeps no address to connect to, not even
-        the bootstrap one, and never reads again (the hang test under load, 2 runs in 3).
-        """
+        """Give the client up and read on with a new one from the same positions: it has
+        no broker address left and would never read again (exporter/broker_addresses.py;
+        the hang test under load, 2 runs in 3)."""
         self._replace = False
         with self._lock:
             stopped = set(self._stopped)
@@ -423,13 +416,13 @@ class OffsetsTopicSource:
             "(librdkafka dropped the broker from a metadata answer); opening a new client "
             "that reads on from the positions reached (%d partitions)",
             self.topic,
-            self._addressless_reports,
+            self._addresses.reports,
             len(restart),
         )
         old = self._consumer
         self._generation += 1
         self._consumer = self._new_consumer()
-        self._addressless_reports = 0
+        self._addresses.reset()
         self._last_brokers = None
         self._reports_without_up = 0
         self._stuck_reports.clear()
@@ -817,20 +810,6 @@ class OffsetsTopicSource:
         if self._up:  # while the cluster is away, waiting is all a partition can do
             self._nudge.update(p for p, n in reports.items() if n >= _STUCK_AFTER_REPORTS)
 
-    def _watch_addresses(self, brokers: dict[str, Any]) -> None:
-        """Whether the client still knows where a broker is (see `_replace_consumer`).
-
-        A broker connection with an empty node name is the group coordinator's stand-in
-        with no coordinator to point at; a client whose connections are all like that (or
-        that has none) has nothing left to connect to, and librdkafka only bootstraps again
-        when a connection it still has goes down."""
-        if self._closed or any(b.get("nodename", "?") for b in brokers.values()):
-            self._addressless_reports = 0
-            return
-        self._addressless_reports += 1
-        if self._addressless_reports >= _ADDRESSLESS_AFTER_REPORTS:
-            self._replace = True
-
     def _nudge_stuck(self) -> None:
         """Seek the partitions `_watch_fetch_states` found stuck to their positions."""
         nudge, self._nudge = self._nudge, set()
@@ -919,7 +898,8 @@ class OffsetsTopicSource:
         brokers = stats.get("brokers", {})
         self._last_brokers = brokers
         self._watch_fetch_states(stats)
-        self._watch_addresses(brokers)
+        if self._addresses.observe(brokers) and not self._closed:
+            self._replace = True
         if any(b.get("state") == "UP" for b in brokers.values()):
             self._reports_without_up = 0
             with self._lock:

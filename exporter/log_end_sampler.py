@@ -38,6 +38,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from offsetwatch.exporter.broker_addresses import AddressWatch
 from offsetwatch.exporter.kafka_source import redact
 from offsetwatch.exporter.share_topics import TopicIdResolver
 
@@ -90,6 +91,7 @@ class LogEndSampler:
         admin_factory: Callable[..., Any] = AdminClient,
         topic_ids: Callable[[], Collection[str]] | None = None,
         on_topic_names: Callable[[dict[str, str]], None] | None = None,
+        on_admin_replaced: Callable[[int], None] | None = None,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -105,12 +107,23 @@ class LogEndSampler:
         )
         self._wall_clock_ms = wall_clock_ms
         self._latest: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        merged: dict[str, object] = {"client.id": "offsetwatch-log-end-sampler"}
+        merged: dict[str, object] = {
+            "client.id": "offsetwatch-log-end-sampler",
+            # broker handles for the address watch (exporter/broker_addresses.py)
+            "statistics.interval.ms": 5000,
+        }
         merged.update(config)
         merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
         self.config_for_logging = redact(merged)
         log.info("log-end sampler config: %s", self.config_for_logging)
-        self._admin = admin_factory(merged)
+        self._user_stats_cb = merged.get("stats_cb")
+        self._config = {**merged, "stats_cb": self._on_stats}
+        self._admin_factory = admin_factory
+        self._addresses = AddressWatch()
+        self._replace = False
+        self.admins_replaced = 0
+        self._on_admin_replaced = on_admin_replaced
+        self._admin = admin_factory(self._config)
         self._topic_ids = topic_ids
         self._on_topic_names = on_topic_names
         self._resolver = TopicIdResolver(self._admin, request_timeout_s)
@@ -170,9 +183,35 @@ class LogEndSampler:
 
     # -- one round -------------------------------------------------------------------------
 
+    def _on_stats(self, stats_json: str) -> None:
+        if self._addresses.observe_json(stats_json):
+            self._replace = True
+        if callable(self._user_stats_cb):
+            self._user_stats_cb(stats_json)
+
+    def _watch_admin(self) -> None:
+        """Serve the admin client's statistics reports; replace a client left without a
+        broker address (exporter/broker_addresses.py), which would never answer again."""
+        self._admin.poll(0)
+        if not self._replace:
+            return
+        self._replace = False
+        log.warning(
+            "log-end sampler: the admin client has had no broker address for %d statistics "
+            "reports (librdkafka dropped the broker from a metadata answer); using a new one",
+            self._addresses.reports,
+        )
+        self._addresses.reset()
+        self._admin = self._admin_factory(self._config)
+        self._resolver.use(self._admin)
+        self.admins_replaced += 1
+        if self._on_admin_replaced is not None:
+            self._on_admin_replaced(self.admins_replaced)
+
     def sample_once(self) -> SampleRound:
         """One sampling round on the calling thread (the background thread uses it too)."""
         started = time.monotonic()
+        self._watch_admin()
         self._resolve_topic_ids()
         time_ms = self._wall_clock_ms()
         try:

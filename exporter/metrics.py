@@ -243,10 +243,10 @@ S_SOURCE_LAG: Final = _g(
     "source_lag", ("partition",), "Records of __consumer_offsets not read yet."
 )
 S_SOURCE_UP: Final = _g("source_up", (), "1 while the __consumer_offsets consumer is up.")
-S_SOURCE_CLIENTS_REPLACED: Final = _c(
-    "source_clients_replaced_total",
-    (),
-    "__consumer_offsets consumers replaced by a new one: the old had no broker address left.",
+S_CLIENTS_REPLACED: Final = _c(
+    "clients_replaced_total",
+    ("client",),
+    "Kafka clients of the exporter replaced by a new one: the old had no broker address left.",
 )
 S_READY: Final = _g(
     "ready", (), "1 once the first pass over __consumer_offsets is done (lag is exported)."
@@ -470,7 +470,7 @@ SELF_FAMILIES: Final = (
     S_HIGH_WATERMARK,
     S_SOURCE_LAG,
     S_SOURCE_UP,
-    S_SOURCE_CLIENTS_REPLACED,
+    S_CLIENTS_REPLACED,
     S_READY,
     S_GROUPS,
     S_TRACKED,
@@ -872,7 +872,7 @@ def _self_families(
     )
     yield S_SOURCE_LAG, [((str(s.partition),), s.lag) for s in source if s.lag is not None]
     yield S_SOURCE_UP, [((), int(stats.source_up))]
-    yield S_SOURCE_CLIENTS_REPLACED, [((), stats.source_clients_replaced_total)]
+    yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]
     yield S_GROUPS, [((), len(snapshot.groups))]
     yield S_TRACKED, [((), snapshot.tracked_partitions)]

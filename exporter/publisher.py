@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.broker_addresses import AddressWatch
 from offsetwatch.exporter.kafka_source import redact
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,8 @@ _DEFAULTS: dict[str, object] = {
     "queue.buffering.max.messages": 500_000,
     # Same key -> same partition as the Java clients, so output consumers can rely on it.
     "partitioner": "murmur2_random",
+    # broker handles for the address watch (exporter/broker_addresses.py)
+    "statistics.interval.ms": 5000,
 }
 
 # Exactly-once per partition and no acknowledged-then-lost records: the watermark relies on it.
@@ -266,16 +269,61 @@ class RecordPublisher:
         self._fatal_error: str | None = None
         self._producer: Any = None
         self._user_error_cb: object = None
+        self._user_stats_cb: object = None
         self.config_for_logging: dict[str, object] = {}
+        self._config: dict[str, object] = {}
+        self._producer_factory = producer_factory
+        #: which producer librdkafka's callbacks belong to (one given up on may still call)
+        self._generation = 0
+        self._addresses = AddressWatch()
+        self._replace = False
+        self.producers_replaced = 0
         if enabled:
             user = dict(config or {})
             self._user_error_cb = user.get("error_cb")
+            self._user_stats_cb = user.get("stats_cb")
             merged = producer_config(user)
-            merged["error_cb"] = self._on_error
             merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
             self.config_for_logging = redact(merged)
             log.info("publisher config: %s", self.config_for_logging)
-            self._producer = producer_factory(merged)
+            self._config = merged
+            self._producer = self._new_producer()
+
+    def _new_producer(self) -> Any:
+        generation = self._generation
+
+        def on_error(err: KafkaError) -> None:
+            if generation == self._generation:
+                self._on_error(err)
+
+        def on_stats(stats_json: str) -> None:
+            if generation == self._generation:
+                self._on_stats(stats_json)
+
+        return self._producer_factory({**self._config, "error_cb": on_error, "stats_cb": on_stats})
+
+    def _replace_producer(self) -> None:
+        """A producer without a broker address (exporter/broker_addresses.py) never delivers
+        again. What it holds is purged: each purged record is a failed delivery, which holds
+        the checkpoint back like any other (a restart publishes it); what comes next goes
+        through a new producer."""
+        self._replace = False
+        old = self._producer
+        log.warning(
+            "publisher: the producer has had no broker address for %d statistics reports "
+            "(librdkafka dropped the broker from a metadata answer); its queued records count "
+            "as failed deliveries and a new producer takes over",
+            self._addresses.reports,
+        )
+        try:
+            old.purge(in_queue=True, in_flight=True, blocking=False)
+            old.flush(2.0)  # serves the purged records' delivery reports
+        except (KafkaException, RuntimeError) as exc:
+            log.debug("publisher: purging the producer given up on: %s", exc)
+        self._generation += 1
+        self._addresses.reset()
+        self._producer = self._new_producer()
+        self.producers_replaced += 1
 
     # -- producing -------------------------------------------------------------------------
 
@@ -454,10 +502,18 @@ class RecordPublisher:
 
     # -- driving and state -----------------------------------------------------------------
 
+    def _on_stats(self, stats_json: str) -> None:
+        if self._addresses.observe_json(stats_json):
+            self._replace = True
+        if callable(self._user_stats_cb):
+            self._user_stats_cb(stats_json)
+
     def poll(self, timeout_s: float = 0.0) -> int:
         """Serve delivery callbacks; returns how many ran."""
         if self._producer is None:
             return 0
+        if self._replace:
+            self._replace_producer()
         return int(self._producer.poll(timeout_s))
 
     def flush(self, timeout_s: float = 10.0) -> int:

@@ -39,6 +39,7 @@ class ExporterService:
             interval_s=cfg.sample_interval_s,
             topic_ids=self.exporter.share_names.unknown_ids,
             on_topic_names=self.exporter.share_names.offer,
+            on_admin_replaced=self.exporter.on_sampler_admin_replaced,
         )
         self.exporter.request_sample = self.sampler.wake
         collector = SnapshotCollector(

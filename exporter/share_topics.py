@@ -94,6 +94,10 @@ class TopicIdResolver:
         self._described: set[str] = set()
         self._attempted: set[str] = set()
 
+    def use(self, admin: Any) -> None:
+        """Ask through another client from now on (the sampler replaced its own)."""
+        self._admin = admin
+
     def resolve(self, unknown: Collection[str]) -> dict[str, str]:
         """id -> name for the ids of `unknown` that topic metadata names."""
         wanted = set(unknown)

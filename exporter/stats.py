@@ -69,8 +69,9 @@ class PipelineStats:
     source_high_watermark: dict[int, int] = field(default_factory=dict)
     #: the consumer of `__consumer_offsets` is connected and assigned
     source_up: bool = False
-    #: consumers of `__consumer_offsets` given up on and replaced (no broker address left)
-    source_clients_replaced_total: int = 0
+    #: Kafka client (offsets_source, share_state_source, publisher, log_end_sampler) -> how
+    #: many times it was given up on and replaced: it had no broker address left
+    clients_replaced_total: dict[str, int] = field(default_factory=dict)
     #: the first pass over `__consumer_offsets` is done: lag and status mean something
     ready: bool = False
     ready_since_ms: int = 0

@@ -201,12 +201,17 @@ def _downstream() -> Row:
             timeseries(
                 "Publish errors, DLQ, quarantine, loop errors",
                 "Totals since the exporter started: failed publishes, records sent to the "
-                "dead-letter topic or set aside, and failures of the main loop.",
+                "dead-letter topic or set aside, failures of the main loop, and Kafka clients "
+                "replaced because they had no broker address left.",
                 "short",
                 Query(exporter("offsetwatch_publish_errors_total"), "publish errors {{instance}}"),
                 Query(exporter("offsetwatch_dlq_total"), "DLQ {{instance}}"),
                 Query(exporter("offsetwatch_quarantined_total"), "quarantined {{instance}}"),
                 Query(exporter("offsetwatch_loop_errors_total"), "loop errors {{instance}}"),
+                Query(
+                    exporter("offsetwatch_clients_replaced_total"),
+                    "{{client}} replaced {{instance}}",
+                ),
                 table_legend=False,
             ),
         ),

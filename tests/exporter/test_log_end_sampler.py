@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -157,8 +159,12 @@ class _FakeOffset:
 class _FakeAdmin:
     """Topic "flaky" fails with a retriable error; "raced" vanishes after the metadata call."""
 
-    def __init__(self, _config: object) -> None:
+    def __init__(self, config: object) -> None:
+        self.config = config
         self.requests: list[int] = []
+
+    def poll(self, timeout: float) -> int:
+        return 0
 
     def list_topics(self, timeout: float) -> _FakeMetadata:
         return _FakeMetadata({"ok": 3, "flaky": 1, "raced": 1})
@@ -233,3 +239,34 @@ def test_failing_callback_and_provider_do_not_kill_the_thread() -> None:
         assert wait_until(lambda: calls["callback"] >= 2, 5)
     assert sampler.callback_errors >= 2
     assert sampler.stop()  # idempotent
+
+
+def test_an_admin_client_left_without_a_broker_address_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two statistics reports without a broker address (exporter/broker_addresses.py): the
+    next round asks through a new admin client, and says so once."""
+    admins: list[_FakeAdmin] = []
+
+    def factory(config: object) -> _FakeAdmin:
+        admins.append(_FakeAdmin(config))
+        return admins[-1]
+
+    sampler = LogEndSampler(
+        {}, partitions=lambda: [("ok", 0)], on_sample=lambda _t, _o: None, admin_factory=factory
+    )
+    config = admins[0].config
+    assert isinstance(config, dict) and callable(config["stats_cb"])
+    addressless = json.dumps({"brokers": {}})
+    config["stats_cb"](addressless)
+    sampler.sample_once()
+    assert len(admins) == 1
+    config["stats_cb"](addressless)
+    with caplog.at_level(logging.WARNING):
+        sampler.sample_once()
+    assert len(admins) == 2 and sampler.admins_replaced == 1
+    assert admins[1].requests == [1]
+    assert "no broker address for 2 statistics reports" in caplog.text
+    config["stats_cb"](json.dumps({"brokers": {"b/1": {"nodename": "127.0.0.1:9092"}}}))
+    sampler.sample_once()
+    assert len(admins) == 2

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,6 +171,74 @@ def test_disabled_publisher_marks_everything_done() -> None:
     assert publisher.confirmed_positions() == {0: 3, 1: 10}
     assert publisher.stats().dropped == 1
     assert publisher.flush(0.1) == 0
+
+
+class _HeldProducer:
+    """Holds every record until `deliver()`; `purge` fails what it holds at the next poll."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        self.config = config
+        self.held: list[Callable[[KafkaError | None, object], None]] = []
+        self.purged: list[Callable[[KafkaError | None, object], None]] = []
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        self.held.append(kwargs["on_delivery"])
+
+    def purge(self, **_: bool) -> None:
+        self.purged, self.held = self.held, []
+
+    def poll(self, timeout: float = 0.0) -> int:
+        failed, self.purged = self.purged, []
+        for callback in failed:
+            callback(KafkaError(KafkaError._PURGE_QUEUE), None)
+        return len(failed)
+
+    def flush(self, timeout: float = 0.0) -> int:
+        self.poll()
+        return len(self.held)
+
+    def deliver(self) -> None:
+        delivered, self.held = self.held, []
+        for callback in delivered:
+            callback(None, None)
+
+
+def test_a_producer_left_without_a_broker_address_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two statistics reports without a broker address (exporter/broker_addresses.py): the
+    next poll purges what the producer holds (failed deliveries, which pin the watermark
+    so that a restart publishes them) and publishes through a new producer."""
+    producers: list[_HeldProducer] = []
+
+    def factory(config: dict[str, object]) -> _HeldProducer:
+        producers.append(_HeldProducer(config))
+        return producers[-1]
+
+    publisher = RecordPublisher({}, output_topic="out", producer_factory=factory)
+    publisher.publish(0, 0, b"k", b"v")
+    publisher.publish(0, 1, b"k", b"v")
+    on_stats = producers[0].config["stats_cb"]
+    assert callable(on_stats)
+    on_stats(json.dumps({"brokers": {}}))
+    publisher.poll(0)
+    assert len(producers) == 1
+    on_stats(json.dumps({"brokers": {}}))
+    with caplog.at_level(logging.WARNING):
+        publisher.poll(0)
+    assert len(producers) == 2 and publisher.producers_replaced == 1
+    assert "no broker address for 2 statistics reports" in caplog.text
+    assert publisher.stats().failed == 2
+    publisher.publish(0, 2, b"k", b"v")
+    assert len(producers[1].held) == 1
+    producers[1].deliver()
+    assert publisher.stats().records_delivered == 1
+    assert publisher.confirmed_positions() == {0: 0}
+    assert publisher.failed_positions() == {0: 0}
+    on_stats(json.dumps({"brokers": {}}))  # the old producer's reports no longer count
+    on_stats(json.dumps({"brokers": {}}))
+    publisher.poll(0)
+    assert len(producers) == 2
 
 
 # --------------------------------------------------------------------------------------------

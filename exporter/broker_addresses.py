@@ -1,0 +1,59 @@
+"""Whether a librdkafka client still knows where a broker is, from its statistics reports.
+
+librdkafka (2.16) forgets every broker that a metadata answer leaves out, bootstrap ones
+included. A broker that was hung (SIGSTOP, a long GC pause, a frozen VM) leaves itself out of
+its answers for the moment its KRaft controller fences it once it runs again (its session
+timed out meanwhile; it is unfenced a few tens of ms later). A client whose metadata request
+lands in that moment keeps no broker with an address: a consumer keeps only the group
+coordinator's stand-in, with an empty node name, a producer or admin client nothing at all.
+librdkafka bootstraps again only when a connection it still has goes down, so such a client
+never connects again. The remedy is a new client; this module says when one is needed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: statistics reports in a row without a broker address after which a client is given up
+#: on: a single report can fall between librdkafka forgetting the brokers and bootstrapping
+#: again after a connection went down
+ADDRESSLESS_AFTER_REPORTS = 2
+
+
+def has_broker_address(brokers: Mapping[str, Any]) -> bool:
+    """Whether any broker handle of a statistics report (its `brokers` object) has an
+    address. A handle without a `nodename` field counts as having one: only librdkafka's
+    own empty name says it has none."""
+    return any(b.get("nodename", "?") for b in brokers.values() if isinstance(b, Mapping))
+
+
+class AddressWatch:
+    """Counts statistics reports in a row in which a client had no broker address."""
+
+    __slots__ = ("after", "reports")
+
+    def __init__(self, after: int = ADDRESSLESS_AFTER_REPORTS) -> None:
+        self.after = after
+        self.reports = 0
+
+    def observe(self, brokers: Mapping[str, Any]) -> bool:
+        """Count one report's broker handles; True once the client is to be replaced."""
+        if has_broker_address(brokers):
+            self.reports = 0
+            return False
+        self.reports += 1
+        return self.reports >= self.after
+
+    def observe_json(self, stats_json: str) -> bool:
+        """`observe` for a raw statistics report; an unreadable one changes nothing."""
+        try:
+            stats = json.loads(stats_json)
+        except ValueError:
+            return False
+        brokers = stats.get("brokers") if isinstance(stats, dict) else None
+        return self.observe(brokers) if isinstance(brokers, dict) else False
+
+    def reset(self) -> None:
+        self.reports = 0
