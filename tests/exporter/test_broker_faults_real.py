@@ -313,11 +313,12 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         *("--snapshot-interval-s", "0.2", "--sample-interval-s", "0.5"),
         *("-X", "socket.timeout.ms=5000", "-X", "message.timeout.ms=8000"),
         *("-X", "reconnect.backoff.max.ms=500"),
-        # the publisher holds what it read in the last second before sending it: records are
-        # always waiting when the broker stops, so some deliveries must fail (with the
-        # default 50 ms a caught-up exporter often had nothing in flight at SIGSTOP, and
-        # nothing new to publish until SIGCONT)
-        *("-X", "linger.ms=1000"),
+        # the publisher holds what it read in the last 3 s before sending it, and the broker
+        # is stopped just after the exporter read a fresh commit (below): records are waiting
+        # when it stops, so some deliveries must fail (with the default 50 ms a caught-up
+        # exporter often had nothing in flight at SIGSTOP; with 1 s, a loaded machine once
+        # stalled the committer for longer than that just before SIGSTOP)
+        *("-X", "linger.ms=3000"),
     )
     committer = Committer(broker, topic, group, 2)
     watcher = Watcher()
@@ -345,8 +346,15 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         )
         watcher.current = exporter
         pid = int((broker.directory / "broker.pid").read_text())
-        at_stop["commits"] = committer.commits
         at_stop["published"] = exporter_metric(exporter, "offsetwatch_published_total")
+        # a commit the exporter read (and handed to the publisher) a moment ago
+        read = child_api_offsets(exporter, group)
+        wait_for(
+            lambda: child_api_offsets(exporter, group) != read,
+            "the exporter reading a fresh commit",
+            describe=describe,
+        )
+        at_stop["commits"] = committer.commits
         os.kill(pid, signal.SIGSTOP)
         try:
             wait_for(
