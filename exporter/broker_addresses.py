@@ -13,7 +13,7 @@ never connects again. The remedy is a new client; this module says when one is n
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: statistics reports in a row without a broker address after which a client is given up
@@ -57,3 +57,30 @@ class AddressWatch:
 
     def reset(self) -> None:
         self.reports = 0
+
+
+class ClientGenerations:
+    """Which client of a series replacing each other librdkafka's callbacks belong to: one
+    given up on may still call them while it closes, and must not count."""
+
+    __slots__ = ("current",)
+
+    def __init__(self) -> None:
+        self.current = 0
+
+    def callbacks(self, **callbacks: Callable[[Any], None]) -> dict[str, Callable[[Any], None]]:
+        """The callbacks (by librdkafka property name) for a client of the current
+        generation: each does nothing once `advance` has been called."""
+        generation = self.current
+
+        def guarded(callback: Callable[[Any], None]) -> Callable[[Any], None]:
+            def call(argument: Any) -> None:
+                if generation == self.current:
+                    callback(argument)
+
+            return call
+
+        return {name: guarded(callback) for name, callback in callbacks.items()}
+
+    def advance(self) -> None:
+        self.current += 1

@@ -41,7 +41,7 @@ from confluent_kafka import (
 # re-exported: exporter/publisher.py and spark_jobs/sources/kafka_options.py still import it
 # from here
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
-from offsetwatch.exporter.broker_addresses import AddressWatch
+from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations
 from offsetwatch.exporter.ingest import ingest_accelerator
 
 log = logging.getLogger(__name__)
@@ -312,9 +312,7 @@ class OffsetsTopicSource:
         log.info("%s source config: %s", self.topic, self.config_for_logging)
         self._config = merged
         self._consumer_factory = consumer_factory
-        #: which client the callbacks of librdkafka belong to: a client given up on
-        #: (`_replace_consumer`) may still call them while it closes, and must not count
-        self._generation = 0
+        self._generations = ClientGenerations()
         self._consumer = self._new_consumer()
         self._retired: list[threading.Thread] = []
         self.clients_replaced_total = 0
@@ -386,17 +384,8 @@ class OffsetsTopicSource:
             closing.join(_RETIRED_CLOSE_WAIT_S)
 
     def _new_consumer(self) -> Any:
-        generation = self._generation
-
-        def on_error(err: KafkaError) -> None:
-            if generation == self._generation:
-                self._on_error(err)
-
-        def on_stats(stats_json: str) -> None:
-            if generation == self._generation:
-                self._on_stats(stats_json)
-
-        return self._consumer_factory({**self._config, "error_cb": on_error, "stats_cb": on_stats})
+        callbacks = self._generations.callbacks(error_cb=self._on_error, stats_cb=self._on_stats)
+        return self._consumer_factory({**self._config, **callbacks})
 
     def _replace_consumer(self) -> None:
         """Give the client up and read on with a new one from the same positions: it has
@@ -420,7 +409,7 @@ class OffsetsTopicSource:
             len(restart),
         )
         old = self._consumer
-        self._generation += 1
+        self._generations.advance()
         self._consumer = self._new_consumer()
         self._addresses.reset()
         self._last_brokers = None

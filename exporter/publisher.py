@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.exporter.broker_addresses import AddressWatch
+from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations
 from offsetwatch.exporter.kafka_source import redact
 
 log = logging.getLogger(__name__)
@@ -273,8 +273,7 @@ class RecordPublisher:
         self.config_for_logging: dict[str, object] = {}
         self._config: dict[str, object] = {}
         self._producer_factory = producer_factory
-        #: which producer librdkafka's callbacks belong to (one given up on may still call)
-        self._generation = 0
+        self._generations = ClientGenerations()
         self._addresses = AddressWatch()
         self._replace = False
         self.producers_replaced = 0
@@ -290,17 +289,8 @@ class RecordPublisher:
             self._producer = self._new_producer()
 
     def _new_producer(self) -> Any:
-        generation = self._generation
-
-        def on_error(err: KafkaError) -> None:
-            if generation == self._generation:
-                self._on_error(err)
-
-        def on_stats(stats_json: str) -> None:
-            if generation == self._generation:
-                self._on_stats(stats_json)
-
-        return self._producer_factory({**self._config, "error_cb": on_error, "stats_cb": on_stats})
+        callbacks = self._generations.callbacks(error_cb=self._on_error, stats_cb=self._on_stats)
+        return self._producer_factory({**self._config, **callbacks})
 
     def _replace_producer(self) -> None:
         """A producer without a broker address (exporter/broker_addresses.py) never delivers
@@ -320,7 +310,7 @@ class RecordPublisher:
             old.flush(2.0)  # serves the purged records' delivery reports
         except (KafkaException, RuntimeError) as exc:
             log.debug("publisher: purging the producer given up on: %s", exc)
-        self._generation += 1
+        self._generations.advance()
         self._addresses.reset()
         self._producer = self._new_producer()
         self.producers_replaced += 1

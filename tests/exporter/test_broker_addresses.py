@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from offsetwatch.exporter.broker_addresses import AddressWatch, has_broker_address
+from offsetwatch.exporter.broker_addresses import (
+    AddressWatch,
+    ClientGenerations,
+    has_broker_address,
+)
 
 LEARNED = {"nodename": "127.0.0.1:9092", "source": "learned", "state": "UP"}
 #: the consumer's group coordinator stand-in once the broker it pointed at was forgotten
@@ -35,3 +39,15 @@ def test_raw_reports_and_unreadable_ones() -> None:
     assert not watch.observe_json(json.dumps([1, 2]))
     assert not watch.observe_json(json.dumps({"brokers": {"b": LEARNED}}))
     assert watch.observe_json(json.dumps({"brokers": {"GroupCoordinator": COORDINATOR}}))
+
+
+def test_callbacks_of_a_client_given_up_on_do_nothing() -> None:
+    generations = ClientGenerations()
+    calls: list[tuple[str, object]] = []
+    old = generations.callbacks(error_cb=lambda e: calls.append(("error", e)))
+    old["error_cb"]("first")
+    generations.advance()
+    new = generations.callbacks(error_cb=lambda e: calls.append(("error", e)))
+    old["error_cb"]("from the old client")
+    new["error_cb"]("from the new client")
+    assert calls == [("error", "first"), ("error", "from the new client")]
