@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 WORKERS ?= 8
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test style lint bench clean
+.PHONY: run test style lint bench clean kafka kafka-matrix
 
 $(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/_ingest_speedups.c \
     exporter/_snapshot_speedups.c
@@ -42,6 +42,14 @@ test: style
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup --durations=25; tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat .mypy.out; rm -f .mypy.out; \
 	test $$tests -eq 0 && test $$typed -eq 0
+
+# Apache Kafka from Maven Central into ~/.cache/offsetwatch/kafka (scripts/kafka/broker fetch):
+# the default release, or every release of the version matrix (scripts/kafka/versions.toml)
+kafka:
+	scripts/kafka/broker fetch
+
+kafka-matrix:
+	scripts/kafka/broker fetch --all
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/decode.py

@@ -1,0 +1,340 @@
+"""KRaft nodes and clusters of any supported Kafka release, on loopback, for tests and benchmarks.
+
+A node directory holds `server.properties`, `release` (its Kafka version), `port`,
+`broker.pid`, `data/` and `logs/` (`server.log`, `stdout.log`). A cluster directory holds
+`cluster.json` and one node directory per node (`node-1`, `node-2`, ...): every node is a
+combined broker and controller, and the nodes form one KRaft quorum.
+
+Ports: a node's client listener is PORT, its controller PORT+1; node i of a cluster that
+starts at PORT listens on PORT+2(i-1) and PORT+2(i-1)+1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kafka_dist import (
+    BROKER_CLASS,
+    STARTED_LINE,
+    KafkaDistError,
+    Release,
+    java_or_fail,
+    release,
+    server_log_config,
+)
+
+HOST: Final = "127.0.0.1"
+#: Kafka's own kafka-server-start.sh defaults
+BROKER_JVM: Final = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
+#: CLI tools are short-lived: start fast rather than run fast (C1 only, serial GC)
+TOOL_JVM: Final = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
+DEFAULT_HEAP: Final = "-Xmx768m -Xms256m"
+
+
+def started_timeout_s() -> float:
+    return float(os.environ.get("OFFSETWATCH_KAFKA_START_TIMEOUT_S", "120"))
+
+
+def cluster_id() -> str:
+    """What `kafka-storage.sh random-uuid` prints (Kafka's Uuid: URL-safe base64 of 16 random
+    bytes, never starting with '-'), without starting a JVM for it."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def properties(
+    node_id: int,
+    port: int,
+    data: Path,
+    voters: str,
+    nodes: int,
+    overrides: Sequence[str],
+) -> str:
+    replicas = min(nodes, 3)
+    isr = 2 if replicas >= 3 else 1
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{port + 1}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data),
+        "num.partitions": "1",
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": str(isr),
+        "offsets.topic.replication.factor": str(replicas),
+        "offsets.topic.num.partitions": "50",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(isr),
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(isr),
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true",
+    }
+    for kv in overrides:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            raise KafkaDistError(f"not KEY=VALUE: {kv}")
+        lines[key] = value
+    return "".join(f"{key}={value}\n" for key, value in lines.items())
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    directory: Path
+
+    @property
+    def port(self) -> int:
+        return int((self.directory / "port").read_text())
+
+    @property
+    def version(self) -> str:
+        return (self.directory / "release").read_text().strip()
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int((self.directory / "broker.pid").read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+
+def prepare(
+    directory: Path,
+    kafka: Release,
+    node_id: int,
+    port: int,
+    voters: str,
+    nodes: int,
+    overrides: Sequence[str],
+) -> Node:
+    (directory / "data").mkdir(parents=True, exist_ok=True)
+    logs = directory / "logs"
+    logs.mkdir(exist_ok=True)
+    (directory / "server.properties").write_text(
+        properties(node_id, port, directory / "data", voters, nodes, overrides)
+    )
+    (directory / "port").write_text(f"{port}\n")
+    (directory / "release").write_text(f"{kafka.version}\n")
+    name, text, _ = server_log_config(kafka.logging, logs)
+    (directory / name).write_text(text)
+    return Node(directory)
+
+
+def format_node(node: Node, kafka: Release, cluster: str, features: Sequence[str]) -> None:
+    args = ["format", "-t", cluster, "-c", str(node.directory / "server.properties")]
+    for feature in features:
+        args += ["--feature", feature]
+    done = subprocess.run(
+        tool_command(kafka, "kafka-storage.sh", args), capture_output=True, text=True, check=False
+    )
+    (node.logs / "format.out").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        said = (done.stdout + done.stderr).strip().splitlines()
+        raise KafkaDistError(f"formatting {node.directory} failed: {said[-1] if said else '?'}")
+
+
+def launch(node: Node) -> int:
+    kafka = release(node.version)
+    java = java_or_fail()
+    (node.logs / "server.log").write_text("")
+    _, _, log_option = server_log_config(kafka.logging, node.logs)
+    heap = os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP).split()
+    extra = os.environ.get("KAFKA_OPTS", "").split()
+    command = [
+        java,
+        *heap,
+        *BROKER_JVM,
+        f"-Dkafka.logs.dir={node.logs}",
+        log_option,
+        *extra,
+        "-cp",
+        kafka.class_path,
+        BROKER_CLASS,
+        str(node.directory / "server.properties"),
+    ]
+    with (node.logs / "stdout.log").open("ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    (node.directory / "broker.pid").write_text(f"{process.pid}\n")
+    return process.pid
+
+
+def wait_started(node: Node, pid: int) -> None:
+    deadline = time.monotonic() + started_timeout_s()
+    server_log = node.logs / "server.log"
+    while time.monotonic() < deadline:
+        try:
+            if STARTED_LINE in server_log.read_text(errors="replace"):
+                return
+        except OSError:
+            pass
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            waited = pid if node.pid() is None else 0
+        if waited:
+            tail = _tail(node.logs / "stdout.log") + _tail(server_log)
+            raise KafkaDistError(
+                f"the broker of {node.directory} exited; the end of its logs:\n{tail}"
+            )
+        time.sleep(0.25)
+    raise KafkaDistError(f"broker: not started after {started_timeout_s():.0f} s; see {node.logs}")
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+    except OSError:
+        return ""
+
+
+def start(
+    directory: Path,
+    port: int,
+    version: str | None,
+    overrides: Sequence[str],
+    features: Sequence[str] = (),
+    nodes: int = 1,
+) -> list[Node]:
+    """Format and start a single node (nodes=1, in `directory` itself) or a cluster."""
+    kafka = release(version or _default())
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        raise KafkaDistError(f"{directory} is not empty (use restart, or a fresh directory)")
+    directory = directory.resolve()
+    ports = [port + 2 * i for i in range(nodes)]
+    voters = ",".join(f"{i + 1}@{HOST}:{p + 1}" for i, p in enumerate(ports))
+    homes = [directory] if nodes == 1 else [directory / f"node-{i + 1}" for i in range(nodes)]
+    prepared = [
+        prepare(home, kafka, i + 1, p, voters, nodes, overrides)
+        for i, (home, p) in enumerate(zip(homes, ports, strict=True))
+    ]
+    if nodes > 1:
+        (directory / "cluster.json").write_text(
+            json.dumps({"release": kafka.version, "nodes": [str(h) for h in homes], "ports": ports})
+            + "\n"
+        )
+    cluster = cluster_id()
+    with ThreadPoolExecutor(max_workers=nodes) as pool:
+        list(pool.map(lambda node: format_node(node, kafka, cluster, features), prepared))
+    pids = [launch(node) for node in prepared]
+    for node, pid in zip(prepared, pids, strict=True):
+        wait_started(node, pid)
+    return prepared
+
+
+def nodes_of(directory: Path) -> list[Node]:
+    directory = directory.resolve()
+    described = directory / "cluster.json"
+    if described.exists():
+        return [Node(Path(home)) for home in json.loads(described.read_text())["nodes"]]
+    if not (directory / "server.properties").exists():
+        raise KafkaDistError(f"{directory} holds no broker")
+    return [Node(directory)]
+
+
+def restart(directory: Path) -> list[Node]:
+    nodes = nodes_of(directory)
+    for node in nodes:
+        pid = node.pid()
+        if pid is not None:
+            raise KafkaDistError(f"{node.directory}: already running (pid {pid})")
+    pids = [launch(node) for node in nodes]
+    for node, pid in zip(nodes, pids, strict=True):
+        wait_started(node, pid)
+    return nodes
+
+
+def signal_nodes(directory: Path, how: str) -> None:
+    """`stop` (SIGTERM, SIGKILL after 30 s), `kill` (SIGKILL), `pause` (SIGSTOP), `resume`."""
+    sig = {
+        "stop": signal.SIGTERM,
+        "kill": signal.SIGKILL,
+        "pause": signal.SIGSTOP,
+        "resume": signal.SIGCONT,
+    }[how]
+    nodes = nodes_of(directory)
+    for node in nodes:
+        pid = node.pid()
+        if pid is not None:
+            os.kill(pid, sig)
+    if how in {"pause", "resume"}:
+        return
+    for node in nodes:
+        pid = node.pid()
+        deadline = time.monotonic() + 30
+        while pid is not None and node.pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.25)
+        if node.pid() is not None and pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while node.pid() is not None:
+                time.sleep(0.1)
+        (node.directory / "broker.pid").unlink(missing_ok=True)
+
+
+def tool_command(kafka: Release, script: str, args: Sequence[str]) -> list[str]:
+    extra = os.environ.get("KAFKA_OPTS", "").split()
+    return [
+        java_or_fail(),
+        *TOOL_JVM,
+        *kafka.tool_log_options(),
+        *extra,
+        "-cp",
+        kafka.class_path,
+        kafka.tool_class(script),
+        *args,
+    ]
+
+
+def _default() -> str:
+    from kafka_dist import catalog
+
+    return catalog().resolve(os.environ.get("OFFSETWATCH_KAFKA_VERSION"))
+
+
+def bootstrap(nodes: Sequence[Node]) -> str:
+    return ",".join(f"{HOST}:{node.port}" for node in nodes)
+
+
+def main_exit(error: KafkaDistError) -> None:
+    print(f"broker: {error}", file=sys.stderr)
+    raise SystemExit(1)
