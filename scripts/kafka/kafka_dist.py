@@ -163,7 +163,7 @@ class Release:
 
     @property
     def logging(self) -> str:
-        return str(json.loads((self.home / "release.json").read_text())["logging"])
+        return catalog().logging(self.version)
 
     def tool_class(self, script: str) -> str:
         tools = json.loads((self.home / "tools.json").read_text())
@@ -236,9 +236,6 @@ def fetch(version: str, *, update_lock: bool = False) -> Release:
                 _verify(version, hashes)
             _write_config(work, books.logging(version))
             (work / "tools.json").write_text(json.dumps(_tools(work / "libs"), indent=1) + "\n")
-            (work / "release.json").write_text(
-                json.dumps({"version": version, "logging": books.logging(version)}) + "\n"
-            )
             (work / "pom.xml").unlink()
             if home.exists():
                 shutil.rmtree(home)

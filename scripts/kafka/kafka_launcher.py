@@ -30,6 +30,7 @@ from kafka_dist import (
     STARTED_LINE,
     KafkaDistError,
     Release,
+    catalog,
     java_or_fail,
     release,
     server_log_config,
@@ -326,8 +327,6 @@ def tool_command(kafka: Release, script: str, args: Sequence[str]) -> list[str]:
 
 
 def _default() -> str:
-    from kafka_dist import catalog
-
     return catalog().resolve(os.environ.get("OFFSETWATCH_KAFKA_VERSION"))
 
 
