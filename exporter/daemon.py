@@ -58,7 +58,7 @@ from offsetwatch.exporter.resume_dedup import SinceMarks, SkipSet, scan_archive,
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
-from offsetwatch.exporter.share_topics import ShareTopicNames
+from offsetwatch.exporter.share_topics import TopicIdNames
 from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
@@ -132,7 +132,7 @@ class Exporter:
     share_ingestor: ShareIngestor = field(init=False)
     share_source: OffsetsTopicSource | None = None
     #: names of the topic ids share partitions are keyed by (group records, topic metadata)
-    share_names: ShareTopicNames = field(default_factory=ShareTopicNames)
+    topic_id_names: TopicIdNames = field(default_factory=TopicIdNames)
     _share_positions: dict[int, int] | None = None
     publisher: RecordPublisher | None = None
     archive: Any = None
@@ -599,7 +599,7 @@ class Exporter:
         Names are learned from the groups' records while they name their topics (Kafka 4.0
         empties them when the last member leaves) and from the sampler's metadata lookup of
         the ids still unknown, published here for its next round."""
-        names = self.share_names
+        names = self.topic_id_names
         names.take_offered()
         learned: set[str] = set()
         for group_id, _topic_id, _partition in self.share_store.partitions:
@@ -744,8 +744,10 @@ class Exporter:
             True,
             share=self.share_store,
             share_errors={"undecodable": undecodable},
-            topic_names=self.share_names.names,
+            topic_names=self.topic_id_names.names,
         )
+        # KIP-848 assignments name topics by id (4.1+): the sampler looks the unnamed ones up
+        self.topic_id_names.publish_unknown_assigned(self.builder.views.take_unnamed())
         self.snapshot = snapshot
         self.stats.snapshot_duration_s = time.perf_counter() - started
         self.stats.snapshot_time_ms = now_ms

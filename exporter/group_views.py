@@ -3,8 +3,9 @@
 Classic groups: the last GroupMetadata record (members, their client ids/hosts and the
 partitions of their consumer-protocol assignment). KIP-848 consumer groups: group epoch,
 target assignment epoch and per-member epochs/assignments (types 3-8, topic ids resolved to
-names through the partition metadata record when Kafka wrote one). Share and streams groups:
-epochs and members.
+names through the partition metadata record where Kafka writes one, 4.0, else through the
+exporter's topic metadata lookups, `topic_names`). Share and streams groups: epochs and
+members.
 """
 
 from __future__ import annotations
@@ -94,12 +95,38 @@ class GroupViews:
     #: group id -> (GroupMetadata record, its members' decoded assignments): a record is
     #: decoded once, not at every snapshot
     _classic_cache: dict[str, tuple[Record, tuple[_Decoded, ...]]] = field(default_factory=dict)
+    #: topic id -> name learned outside the group's own records (the exporter's metadata
+    #: lookups): Kafka 4.1 and later no longer write ConsumerGroupPartitionMetadata (key 4),
+    #: so a KIP-848 member's assignment names its topics by id only
+    topic_names: dict[str, str] = field(default_factory=dict)
+    #: ids an assignment held that no record nor lookup named, since the last `take_unnamed`
+    unnamed_ids: set[str] = field(default_factory=set)
 
     def retain(self, group_ids: Iterable[str]) -> None:
         """Forget the cached assignments of groups that are gone."""
         keep = set(group_ids)
         for group_id in [g for g in self._classic_cache if g not in keep]:
             del self._classic_cache[group_id]
+
+    def take_unnamed(self) -> frozenset[str]:
+        """The topic ids seen without a name since the last call (for a metadata lookup)."""
+        ids = frozenset(self.unnamed_ids)
+        self.unnamed_ids.clear()
+        return ids
+
+    def _names(self, group: GroupState, key_type: int) -> dict[str, str]:
+        own = _topic_names(group, key_type)
+        return {**self.topic_names, **own} if self.topic_names else own
+
+    def _resolve(self, assigned: tuple[TopicPartitions, ...], names: dict[str, str]) -> Assignment:
+        resolved = []
+        for tp in assigned:
+            name = names.get(tp.topic_id)
+            if name is None:
+                self.unnamed_ids.add(tp.topic_id)
+                name = tp.topic_id
+            resolved.append((name, tp.partitions))
+        return tuple(resolved)
 
     def view(self, group: GroupState) -> GroupView:
         kind = group.kind
@@ -172,7 +199,7 @@ class GroupViews:
             target.value, ConsumerGroupTargetAssignmentMetadataValue
         ):
             target_epoch = target.value.assignment_epoch
-        names = _topic_names(group, 4)
+        names = self._names(group, 4)
         members = []
         reconciling = False
         assignor = ""
@@ -189,7 +216,7 @@ class GroupViews:
                 current.value, ConsumerGroupCurrentMemberAssignmentValue
             ):
                 member_epoch = current.value.member_epoch
-                assignment = _resolve(current.value.assigned_partitions, names)
+                assignment = self._resolve(current.value.assigned_partitions, names)
                 error = None
                 if current.value.state != 0 or member_epoch != target_epoch:
                     reconciling = True
@@ -198,7 +225,7 @@ class GroupViews:
             if target_record is not None and isinstance(
                 target_record.value, ConsumerGroupTargetAssignmentMemberValue
             ):
-                target_assignment = _resolve(target_record.value.topic_partitions, names)
+                target_assignment = self._resolve(target_record.value.topic_partitions, names)
             members.append(
                 MemberView(
                     member_id=member_id,
@@ -241,7 +268,7 @@ class GroupViews:
             metadata.value, ShareGroupMetadataValue | ShareGroupMetadataWithHashValue
         ):
             epoch = metadata.value.epoch
-        names = _topic_names(group, 9)
+        names = self._names(group, 9)
         members = []
         for member_id, record in group.records_of(10):
             value = record.value
@@ -254,7 +281,7 @@ class GroupViews:
                 current.value, ShareGroupCurrentMemberAssignmentValue
             ):
                 member_epoch = current.value.member_epoch
-                assignment = _resolve(current.value.assigned_partitions, names)
+                assignment = self._resolve(current.value.assigned_partitions, names)
             members.append(
                 MemberView(
                     member_id,
@@ -319,7 +346,3 @@ def _topic_names(group: GroupState, key_type: int) -> dict[str, str]:
     ):
         return {}
     return {topic.topic_id: topic.topic_name for topic in record.value.topics}
-
-
-def _resolve(assigned: tuple[TopicPartitions, ...], names: dict[str, str]) -> Assignment:
-    return tuple((names.get(tp.topic_id, tp.topic_id), tp.partitions) for tp in assigned)

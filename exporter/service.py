@@ -37,8 +37,8 @@ class ExporterService:
             partitions=self.exporter.tracked_partitions,
             on_sample=self.exporter.on_sample,
             interval_s=cfg.sample_interval_s,
-            topic_ids=self.exporter.share_names.unknown_ids,
-            on_topic_names=self.exporter.share_names.offer,
+            topic_ids=self.exporter.topic_id_names.unknown_ids,
+            on_topic_names=self.exporter.topic_id_names.offer,
             on_admin_replaced=self.exporter.on_sampler_admin_replaced,
         )
         self.exporter.request_sample = self.sampler.wake

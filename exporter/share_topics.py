@@ -1,4 +1,6 @@
-"""Names of the topics share partitions are keyed by (`__share_group_state` keys hold topic ids).
+"""Names of the topics that records name by id: share partitions (`__share_group_state` keys
+hold topic ids) and KIP-848 assignments (Kafka 4.1 and later no longer write the
+ConsumerGroupPartitionMetadata record that named them).
 
 A share group's ShareGroupPartitionMetadata record (`__consumer_offsets` key type 9) names the
 topics its members subscribe to, but Kafka 4.0 rewrites it with `topics: []` as soon as the
@@ -42,12 +44,14 @@ def kafka_topic_id(uuid: Any) -> str:
 
 
 @dataclass(slots=True)
-class ShareTopicNames:
-    """Topic id -> name for the exporter's share partitions (main loop side)."""
+class TopicIdNames:
+    """Topic id -> name for the exporter's share partitions and assignments (main loop side)."""
 
     names: dict[str, str] = field(default_factory=dict)
     #: ids of share partitions without a name, published for the sampler thread (immutable)
     unknown: frozenset[str] = frozenset()
+    #: ids of members' assignments without a name (group views), published likewise
+    unknown_assigned: frozenset[str] = frozenset()
     _offered: queue.SimpleQueue[dict[str, str]] = field(default_factory=queue.SimpleQueue)
 
     def learn(self, names: dict[str, str]) -> None:
@@ -68,8 +72,12 @@ class ShareTopicNames:
 
     # -- called on the sampler thread ----------------------------------------------------
 
+    def publish_unknown_assigned(self, topic_ids: Iterable[str]) -> None:
+        names = self.names
+        self.unknown_assigned = frozenset(t for t in topic_ids if t not in names)
+
     def unknown_ids(self) -> frozenset[str]:
-        return self.unknown
+        return self.unknown | self.unknown_assigned
 
     def offer(self, found: dict[str, str]) -> None:
         if found:

@@ -208,6 +208,8 @@ class SnapshotBuilder:
         window_start_ms = state.window_clock.window_ms
         share_groups = {} if share is None else share.groups()
         unnamed = 0
+        if topic_names is not None:
+            self.views.topic_names = topic_names
         for group_id, group in list(state.groups.items()):
             if not self.filters.group_ok(group_id):
                 continue

@@ -1,6 +1,9 @@
-"""Capture real `__share_group_state` records from Apache Kafka 4.0 (KIP-932 share groups).
+"""Capture real `__share_group_state` records from Apache Kafka 4.0+ (KIP-932 share groups).
 
-    python scripts/capture_share_state.py OUT_DIR [--kafka-dir ../shared/kafka] [--records 6]
+    python scripts/capture_share_state.py OUT_DIR [--kafka-dir scripts/kafka] [--records 6]
+
+The release: OFFSETWATCH_KAFKA_VERSION for `scripts/kafka/broker` (default 4.4.0), or a
+`--kafka-dir` of the same interface such as `../shared/kafka` (the vendored 4.0.0).
 
 Starts a broker of its own with share groups enabled, produces a few records to a new topic,
 sets `share.auto.offset.reset=earliest` for a share group (kafka-configs.sh), then drives
@@ -36,15 +39,18 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 STATE_TOPIC: Final = "__share_group_state"
-SHARE_PROPERTIES: Final = (
-    "group.share.enable=true",
-    "unstable.api.versions.enable=true",
-    "group.coordinator.rebalance.protocols=classic,consumer,share",
-    # one state partition and frequent snapshots keep the capture small and varied
+#: one state partition and frequent snapshots keep the capture small and varied
+SHARE_TUNING: Final = (
     "share.coordinator.state.topic.num.partitions=1",
     "share.coordinator.snapshot.update.records.per.snapshot=3",
 )
-DEFAULT_KAFKA_DIR: Final = Path(__file__).resolve().parent.parent.parent / "shared" / "kafka"
+#: what the vendored 4.0.0 script (which has no `--enable`) needs for share groups
+SHARE_4_0: Final = (
+    "group.share.enable=true",
+    "unstable.api.versions.enable=true",
+    "group.coordinator.rebalance.protocols=classic,consumer,share",
+)
+DEFAULT_KAFKA_DIR: Final = Path(__file__).resolve().parent / "kafka"
 #: generous: up to 8 engineers share 2 cores
 TOOL_TIMEOUT_S: Final = 180.0
 
@@ -188,7 +194,10 @@ def capture(out_dir: Path, kafka_dir: Path = DEFAULT_KAFKA_DIR, records: int = 6
     work = Path(tempfile.mkdtemp(prefix="share-capture-"))
     directory = work / "broker"
     port = _free_port_pair()
-    _broker(kafka_dir, "start", str(directory), str(port), *SHARE_PROPERTIES)
+    # the launcher knows what each release needs; a vendored script is Kafka 4.0.0
+    launcher = (kafka_dir / "kafka_launcher.py").exists()
+    enable = ("--enable", "share") if launcher else SHARE_4_0
+    _broker(kafka_dir, "start", str(directory), str(port), *enable, *SHARE_TUNING)
     try:
         topic, topic_id, group = drive(kafka_dir, f"127.0.0.1:{port}", records)
     finally:

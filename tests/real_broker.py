@@ -1,4 +1,11 @@
-"""A real Apache Kafka 4.0.0 broker for the tests (`../shared/kafka`), and Kafka's own tools.
+"""A real Apache Kafka broker for the tests, and Kafka's own tools of the same release.
+
+The release is the default of `scripts/kafka/versions.toml` (4.4.0), or the one that
+`OFFSETWATCH_KAFKA_VERSION` names (a version or a line such as 4.1), fetched from Maven Central
+into the cache by `make kafka` (`make test` fetches it first) and started by
+`scripts/kafka/broker`. `OFFSETWATCH_TEST_KAFKA_HOME` names another folder holding a `broker`
+script of the same interface instead: `../shared/kafka` runs the tests on the vendored Kafka
+4.0.0 where Maven Central cannot be reached.
 
 One broker serves the whole test run: the first test that asks for `kafka_broker` starts it
 (under a file lock, so that xdist workers share it), every later one reuses it, and
@@ -7,22 +14,23 @@ One broker serves the whole test run: the first test that asks for `kafka_broker
 
 Tests that need other broker settings (short offset retention, a fast log cleaner, share
 groups) start a broker of their own with `own_broker(dir, KEY=VALUE...)`; each start costs a
-JVM (about 10 s of one core), so keep them few.
+JVM (about 5 s of one core), so keep them few.
 
-Without java or `../shared/kafka` the tests skip locally with the reason, and fail under
-`CI=true`.
+Without java or the release, the tests skip locally with the reason, and fail under `CI=true`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,31 +43,84 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+KAFKA_SCRIPTS: Final = REPO_ROOT / "scripts" / "kafka"
+sys.path.insert(0, str(KAFKA_SCRIPTS))
+
+import kafka_dist  # noqa: E402
+import kafka_launcher  # noqa: E402
+
 #: the directory under which the run's shared broker lives (set by tests/conftest.py in the
 #: process that starts the run, inherited by the xdist workers)
 RUN_DIR_VARIABLE: Final = "OFFSETWATCH_TEST_BROKER_RUN_DIR"
+HOME_VARIABLE: Final = "OFFSETWATCH_TEST_KAFKA_HOME"
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class TestKafka:
+    """The Kafka release the tests run: its version, its `broker` command, its jars."""
+
+    version: str
+    script: Path
+    libs: Path
+    #: a folder of `OFFSETWATCH_TEST_KAFKA_HOME` rather than a release of the cache
+    vendored: bool
+
+    @property
+    def line(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")[:2]
+        return int(major), int(minor)
+
+    def at_least(self, line: str) -> bool:
+        major, minor = line.split(".")
+        return self.line >= (int(major), int(minor))
+
+
+def test_kafka() -> TestKafka:
+    configured = os.environ.get(HOME_VARIABLE)
+    if configured:
+        home = Path(configured)
+        libs = home / "dist" / "libs"
+        jars = sorted(libs.glob("kafka_2.13-*.jar")) if libs.is_dir() else []
+        found = [re.fullmatch(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar", j.name) for j in jars]
+        versions = [m.group(1) for m in found if m]
+        return TestKafka(versions[0] if versions else "4.0.0", home / "broker", libs, True)
+    version = kafka_dist.catalog().resolve(os.environ.get("OFFSETWATCH_KAFKA_VERSION"))
+    home = kafka_dist.cache_root() / version
+    return TestKafka(version, KAFKA_SCRIPTS / "broker", home / "libs", False)
+
+
+test_kafka.__test__ = False  # type: ignore[attr-defined]
+TestKafka.__test__ = False  # type: ignore[attr-defined]
+
+
 def kafka_home() -> Path:
-    configured = os.environ.get("OFFSETWATCH_TEST_KAFKA_HOME")
-    return Path(configured) if configured else REPO_ROOT.parent / "shared" / "kafka"
+    """The folder holding the `broker` command (what `scripts/capture_*.py` take)."""
+    return test_kafka().script.parent
 
 
 def broker_script() -> Path:
-    return kafka_home() / "broker"
+    return test_kafka().script
+
+
+def client_classpath() -> str:
+    """The release's jars, for the tests' own Java drivers (same client as the broker)."""
+    return str(test_kafka().libs / "*")
 
 
 def missing_reason() -> str | None:
     """Why no real broker can run here, or None when one can."""
-    if not broker_script().is_file():
-        return (
-            f"the real Kafka broker is not at {broker_script()}: put ../shared beside the "
-            "checkout or set OFFSETWATCH_TEST_KAFKA_HOME to the folder holding `broker`"
-        )
+    kafka = test_kafka()
     if shutil.which("java") is None:
         return "java is not on PATH: the real Kafka broker needs Java 17 or newer"
+    if kafka.vendored and not kafka.script.is_file():
+        return f"{HOME_VARIABLE} names {kafka.script.parent}, which holds no `broker` script"
+    if not kafka.vendored and not (kafka.libs.parent / "ready").exists():
+        return (
+            f"Kafka {kafka.version} is not in {kafka_dist.cache_root()}: run `make kafka` "
+            f"(Maven Central), or set {HOME_VARIABLE}=../shared/kafka for the vendored 4.0.0"
+        )
     return None
 
 
@@ -71,6 +132,19 @@ def require_broker() -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def group_kind_properties(*kinds: str) -> tuple[str, ...]:
+    """What `start_broker` needs to run these group kinds ("share", "streams") on the tests'
+    release: KEY=VALUE properties, and `--feature` options for the launcher. Skips where the
+    release has no such groups (the version matrix runs 3.9, which has no share groups),
+    under CI=true too: the reason names the release."""
+    kafka = test_kafka()
+    try:
+        overrides, features = kafka_launcher.group_kind_settings(kafka.version, kinds)
+    except kafka_dist.KafkaDistError as error:
+        pytest.skip(str(error))
+    return (*overrides, *(option for f in features for option in ("--feature", f)))
 
 
 def unique(prefix: str) -> str:
@@ -225,7 +299,11 @@ class Broker:
                 else TopicPartition(topic, partition, offset)
                 for (topic, partition), offset in offsets.items()
             ]
-            retry(lambda: consumer.commit(offsets=partitions, asynchronous=False))
+            bounded(
+                lambda: retry(lambda: consumer.commit(offsets=partitions, asynchronous=False)),
+                COMMIT_DEADLINE_S,
+                f"committing for {group} on {self.bootstrap} (see {self.directory}/logs)",
+            )
         finally:
             consumer.close()
 
@@ -251,6 +329,32 @@ class Broker:
         return {
             (tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0
         }
+
+
+#: a synchronous commit waits for a coordinator without end (librdkafka has no timeout for
+#: it): a broker that cannot create __consumer_offsets would hang the run instead of failing
+COMMIT_DEADLINE_S: Final = 120.0
+
+
+def bounded(action: Callable[[], T], timeout_s: float, what: str) -> T:
+    """`action()` on a thread of its own, an AssertionError naming `what` after `timeout_s`."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as error:
+            failure.append(error)
+
+    worker = threading.Thread(target=run, daemon=True, name=f"bounded: {what}")
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise AssertionError(f"not done within {timeout_s:g} s: {what}")
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def retry(action: Callable[[], T], *, attempts: int = 60, pause_s: float = 0.5) -> T:
@@ -325,16 +429,6 @@ def own_broker(directory: Path, *properties: str) -> Iterator[Broker]:
         stop_broker(directory)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _shared_dir() -> Path:
     configured = os.environ.get(RUN_DIR_VARIABLE)
     if not configured:
@@ -347,14 +441,15 @@ def shared_broker() -> Broker:
     root = _shared_dir()
     root.mkdir(parents=True, exist_ok=True)
     state = root / "broker.json"
-    with _locked(root / "broker.lock"):
+    with kafka_dist.locked(root / "broker.lock"):
         if state.exists():
             known = json.loads(state.read_text())
             if "error" in known:
                 raise RuntimeError(known["error"])
             return Broker(Path(known["directory"]), int(known["port"]))
         try:
-            broker = start_broker(root / "broker")
+            # KIP-848 groups: on by default from 4.0, early access on 3.9
+            broker = start_broker(root / "broker", *group_kind_properties("consumer"))
         except Exception as error:
             state.write_text(json.dumps({"error": str(error)}))
             raise
@@ -370,6 +465,6 @@ def stop_shared_broker(root: Path) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Broker:
-    """The run's shared real broker (Apache Kafka 4.0.0, KRaft, on loopback)."""
+    """The run's shared real broker (KRaft, single node, on loopback)."""
     require_broker()
     return shared_broker()

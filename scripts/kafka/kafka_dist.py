@@ -192,7 +192,7 @@ def fetch(version: str, *, update_lock: bool = False) -> Release:
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     home = root / version
-    with _locked(root / f".{version}.lock"):
+    with locked(root / f".{version}.lock"):
         if (home / "ready").exists() and not update_lock:
             return Release(version, home)
         java_or_fail()
@@ -407,7 +407,9 @@ def server_log_config(logging: str, logs: Path) -> tuple[str, str, str]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path` (created) for the block: one fetch per release at a time,
+    one start of the tests' shared broker."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

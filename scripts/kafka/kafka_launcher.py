@@ -65,6 +65,51 @@ def cluster_id() -> str:
             return text
 
 
+#: Kafka 4.0's switches for its early-access share groups (KIP-932)
+SHARE_4_0: Final = (
+    "group.share.enable=true",
+    "unstable.api.versions.enable=true",
+    "group.coordinator.rebalance.protocols=classic,consumer,share",
+)
+#: the first line that has each group kind, and the first where it is on by default
+GROUP_KINDS: Final[dict[str, tuple[str, str]]] = {
+    "consumer": ("3.9", "4.0"),
+    "share": ("4.0", "4.2"),
+    "streams": ("4.1", "4.2"),
+}
+
+
+def _line_key(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def group_kind_settings(version: str, kinds: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The server properties and `kafka-storage format --feature`s that let a broker of
+    `version` run the group kinds named ("consumer" for KIP-848, "share", "streams");
+    KafkaDistError names the
+    release that first has a kind this one lacks."""
+    overrides: list[str] = []
+    features: list[str] = []
+    for kind in kinds:
+        if kind not in GROUP_KINDS:
+            raise KafkaDistError(f"no group kind {kind!r}: use consumer, share or streams")
+        first, default_on = GROUP_KINDS[kind]
+        if _line_key(version) < _line_key(first):
+            raise KafkaDistError(f"Kafka {version} has no {kind} groups: they came in {first}")
+        if _line_key(version) >= _line_key(default_on):
+            continue
+        if kind == "consumer":  # 3.9: early access, and the new group coordinator with it
+            overrides.append("group.coordinator.rebalance.protocols=classic,consumer")
+        elif kind == "share" and _line_key(version) == (4, 0):
+            overrides += SHARE_4_0
+        else:  # 4.1: preview (share.version=1) and early access (streams.version=1)
+            features.append(f"{kind}.version=1")
+            overrides.append("unstable.feature.versions.enable=true")
+            overrides.append("unstable.api.versions.enable=true")
+    return list(dict.fromkeys(overrides)), features
+
+
 def properties(
     node_id: int,
     port: int,
@@ -174,11 +219,14 @@ def launch(node: Node) -> int:
     (node.logs / "server.log").write_text("")
     _, _, log_option = server_log_config(kafka.logging, node.logs)
     heap = os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP).split()
+    # as kafka-run-class.sh: KAFKA_JVM_PERFORMANCE_OPTS replaces the defaults (the tests start
+    # dozens of brokers on two cores and trade peak speed for start-up time)
+    performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", "").split() or list(BROKER_JVM)
     extra = os.environ.get("KAFKA_OPTS", "").split()
     command = [
         java,
         *heap,
-        *BROKER_JVM,
+        *performance,
         f"-Dkafka.logs.dir={node.logs}",
         log_option,
         *extra,

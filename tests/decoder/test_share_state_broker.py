@@ -1,4 +1,4 @@
-"""`__share_group_state` live from a real Kafka 4.0 broker with share groups enabled: what
+"""`__share_group_state` live from a real Kafka broker with share groups enabled: what
 `offsetwatch decode` reads from the live topic and from the broker's own segment files equals
 what kafka-dump-log --share-group-state-decoder prints for those files.
 
@@ -18,7 +18,14 @@ import pytest
 
 from offsetwatch.cli import main
 from tests.decoder.test_share_state import kafka_dump_log
-from tests.real_broker import REPO_ROOT, Broker, kafka_home, own_broker, run_tool
+from tests.real_broker import (
+    REPO_ROOT,
+    Broker,
+    group_kind_properties,
+    kafka_home,
+    own_broker,
+    run_tool,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -39,7 +46,8 @@ def _script() -> ModuleType:
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Any]]:
     script = _script()
     directory = tmp_path_factory.mktemp("share-broker") / "broker"
-    with own_broker(directory, *script.SHARE_PROPERTIES) as broker:
+    share = group_kind_properties("share")
+    with own_broker(directory, *share, *script.SHARE_TUNING) as broker:
         # one run: two records rejected, the other four released when the consumer closes
         drive = script.drive(kafka_home(), broker.bootstrap, 6, (("--reject", 2),))
         yield broker, drive

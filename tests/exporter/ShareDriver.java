@@ -63,6 +63,9 @@ public class ShareDriver {
         config.put("bootstrap.servers", bootstrap);
         config.put("group.id", group);
         config.put("client.id", "share-driver-" + group);
+        // 4.1 and later acknowledge implicitly unless told (KIP-1150's share.acknowledgement.mode);
+        // 4.0's client chose by the first acknowledge() call and ignores the unknown name
+        config.put("share.acknowledgement.mode", "explicit");
         KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(
             config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         consumer.subscribe(List.of(topic));

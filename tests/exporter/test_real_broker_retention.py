@@ -61,9 +61,10 @@ SETTINGS: Final = (
     "offsets.retention.minutes=1",
     "offsets.retention.check.interval.ms=1000",
     "offsets.topic.num.partitions=1",
-    # about 250 commit records per segment (Kafka 4.0 refuses log.segment.bytes below 1 MiB,
-    # but takes the offsets topic's own setting)
-    "offsets.topic.segment.bytes=20000",
+    # segments roll every tenth of a second while commits come (by time: Kafka refuses
+    # segment.bytes below 1 MiB, the offsets topic's own setting too since 4.1), so a
+    # workload of a second fills several closed segments for the cleaner
+    "log.roll.ms=100",
     "log.cleaner.backoff.ms=500",
     "log.cleaner.min.cleanable.ratio=0.01",
     "log.cleaner.delete.retention.ms=1000",

@@ -62,20 +62,19 @@ from offsetwatch.exporter.share_snapshot import ShareStatusConfig
 from tests.real_broker import (
     Broker,
     broker_script,
-    kafka_home,
+    client_classpath,
+    group_kind_properties,
     own_broker,
     require_broker,
     run_tool,
+    test_kafka,
     unique,
 )
 
 pytestmark = pytest.mark.broker
 
 LIMIT: Final = 3
-PROPERTIES: Final = (
-    "group.share.enable=true",
-    "unstable.api.versions.enable=true",
-    "group.coordinator.rebalance.protocols=classic,consumer,share",
+TUNING: Final = (
     # Kafka 4.0's name (ShareGroupConfig, range 2-10, default 5): a broker ignores unknown
     # names, and `group.share.delivery.attempt.limit` left the limit at 5
     f"group.share.delivery.count.limit={LIMIT}",
@@ -115,10 +114,6 @@ class Driver:
         return self.call(f"session {group} {topic} {count} {spec}{extra}")
 
 
-def _classpath() -> str:
-    return str(kafka_home() / "dist" / "libs" / "*")
-
-
 @dataclass(slots=True)
 class Compiling:
     """javac of ShareDriver.java, run while the broker starts (both take seconds of a core)."""
@@ -141,14 +136,20 @@ def _javac(into: Path) -> Compiling:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    command = ["javac", "-proc:none", "-cp", _classpath(), "-d", str(into), str(DRIVER)]
+    command = ["javac", "-proc:none", "-cp", client_classpath(), "-d", str(into), str(DRIVER)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return Compiling(into, process)
 
 
 def _start_driver(classes: Path, broker: Broker) -> Driver:
     process = subprocess.Popen(
-        ["java", "-cp", f"{classes}{os.pathsep}{_classpath()}", "ShareDriver", broker.bootstrap],
+        [
+            "java",
+            "-cp",
+            f"{classes}{os.pathsep}{client_classpath()}",
+            "ShareDriver",
+            broker.bootstrap,
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -171,7 +172,11 @@ def compiling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compiling]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, compiling: Compiling) -> Iterator[Broker]:
-    with own_broker(tmp_path_factory.mktemp("share-exporter") / "broker", *PROPERTIES) as b:
+    with own_broker(
+        tmp_path_factory.mktemp("share-exporter") / "broker",
+        *group_kind_properties("share"),
+        *TUNING,
+    ) as b:
         yield b
 
 
@@ -210,8 +215,8 @@ def watched(broker: Broker) -> Iterator[Watched]:
         exp.kafka_config(),
         partitions=exp.tracked_partitions,
         on_sample=exp.on_sample,
-        topic_ids=exp.share_names.unknown_ids,
-        on_topic_names=exp.share_names.offer,
+        topic_ids=exp.topic_id_names.unknown_ids,
+        on_topic_names=exp.topic_id_names.offer,
     )
     yield Watched(exp, sampler)
     exp.close()
@@ -325,11 +330,28 @@ def _tool(broker: Broker, name: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _answer(process: subprocess.Popen[str]) -> list[list[str]]:
-    """A tool's table without its header, split on whitespace."""
+def _answer(process: subprocess.Popen[str]) -> list[dict[str, str]]:
+    """A tool's table, a row per line keyed by its header's column names.
+
+    Kafka's tools pad each column to its widest value, so a value starts where its column's
+    name does; the columns differ between releases (4.2 added LAG, #PARTITIONS)."""
     out, err = process.communicate(timeout=180)
     assert process.returncode == 0, err
-    return [line.split() for line in out.splitlines()[1:] if line.strip()]
+    lines = [line for line in out.splitlines() if line.strip()]
+    columns = [(m.group(0), m.start()) for m in _COLUMN.finditer(lines[0])]
+    rows = []
+    for line in lines[1:]:
+        ends = [start for _name, start in columns[1:]] + [len(line)]
+        rows.append(
+            {
+                name: line[start:end].strip()
+                for (name, start), end in zip(columns, ends, strict=True)
+            }
+        )
+    return rows
+
+
+_COLUMN: Final = re.compile(r"COORDINATOR \(ID\)|\S+")
 
 
 def _offsetwatch(*argv: str) -> Any:
@@ -347,13 +369,28 @@ def _groups_cli_agrees(
     """`offsetwatch groups list|describe [--members|--state]` for a share group with one member
     holding 3 records, through the exporter's HTTP API, field by field against Kafka's
     kafka-share-groups.sh (--members, --state, --describe) and kafka-groups.sh --list."""
+    # 4.1+ name the assigned topic by id only: the exporter names it after a metadata lookup
     detail = _until(
-        lambda: (d := watched.detail(group)) is not None and len(d["members"]) == 1 and d,
-        f"{group}'s member in the exporter",
+        lambda: (
+            (d := watched.detail(group)) is not None
+            and len(d["members"]) == 1
+            and topic in json.dumps(d["members"])
+            and any(r["log_end"] == 3 for r in d.get("share", {}).get("partitions", ()))
+            and d
+        ),
+        f"{group}'s member in the exporter, its assignment named, its log end sampled",
         watched.step,
     )
     member_id = detail["members"][0]["member_id"]
     exp = watched.exporter
+    # 4.2+ persist the share partition's initial start offset as the consumer first fetches:
+    # the exporter must have read what Kafka wrote before its answers are compared
+    ends = broker.log_ends("__share_group_state", 1)
+    _until(
+        lambda: all(exp.share_ingestor.positions.get(p, 0) >= end for p, end in ends.items()),
+        f"the exporter at the end of __share_group_state ({ends})",
+        watched.step,
+    )
     snapshot = exp.build_snapshot(exp.clock_ms())  # served as is: the test thread waits
     describe = ("kafka-share-groups.sh", "--describe", "--group", group)
     kafka_before = _tool(broker, "kafka-groups.sh", "--list")
@@ -370,38 +407,52 @@ def _groups_cli_agrees(
         (ours,) = _offsetwatch("groups", "describe", group, *common)
     kafka_after = _answer(_tool(broker, "kafka-groups.sh", "--list"))
 
-    # members: CONSUMER-ID HOST CLIENT-ID ASSIGNMENT (Kafka: q:1,q:0; ours: q:0,1)
-    ((k_group, k_member, k_host, k_client, k_assignment),) = _answer(members)
-    assert k_group == group and k_member == member_id
+    # members: CONSUMER-ID HOST CLIENT-ID [#PARTITIONS] ASSIGNMENT (Kafka: q:1,q:0; ours: q:0,1)
+    (k_member,) = _answer(members)
+    assert k_member["GROUP"] == group and k_member["CONSUMER-ID"] == member_id
     assert ours_members == [
         {
             "group": group,
-            "consumer_id": k_member,
-            "host": k_host,
-            "client_id": k_client,
-            "partitions": len(k_assignment.split(",")),
+            "consumer_id": member_id,
+            "host": k_member["HOST"],
+            "client_id": k_member["CLIENT-ID"],
+            "partitions": len(k_member["ASSIGNMENT"].split(",")),
             "assignment": f"{topic}:0",
         }
     ]
-    assert k_assignment == f"{topic}:0"
-    # state: GROUP COORDINATOR (ID) STATE #MEMBERS ("127.0.0.1:P  (1)": two words)
-    ((k_group, k_host_port, k_id, k_state, k_members),) = _answer(state)
+    assert k_member["ASSIGNMENT"] == f"{topic}:0"
+    assert k_member.get("#PARTITIONS", "1") == "1"
+    # state: GROUP COORDINATOR (ID) STATE #MEMBERS ("127.0.0.1:P  (1)")
+    (k_state_row,) = _answer(state)
+    k_state = k_state_row["STATE"]
     (mine,) = ours_state
-    assert mine["coordinator_id"] == f"{k_host_port} {k_id}"
+    assert " ".join(mine["coordinator_id"].split()) == " ".join(
+        k_state_row["COORDINATOR (ID)"].split()
+    )
     assert (mine["state"], mine["members"], mine["type"]) == (
         k_state.upper(),
-        int(k_members),
+        int(k_state_row["#MEMBERS"]),
         "SHARE",
     )
-    # offsets: Kafka 4.0 prints the partition's log end as START-OFFSET; ours is the group's
-    ((k_group, k_topic, k_partition, k_start),) = _answer(offsets)
+    (k_offsets,) = _answer(offsets)
     (share_row,) = ours["share_partitions"]
-    assert (k_group, k_topic, int(k_partition)) == (
+    assert (k_offsets["GROUP"], k_offsets["TOPIC"], int(k_offsets["PARTITION"])) == (
         group,
         share_row["topic"],
         share_row["partition"],
     )
-    assert share_row["log_end_offset"] == int(k_start) == 3
+    assert share_row["log_end_offset"] == 3
+    if test_kafka().line == (4, 0):
+        # Kafka 4.0 prints the partition's log end as START-OFFSET
+        assert int(k_offsets["START-OFFSET"]) == 3
+    else:
+        # 4.1+ answer the start the partition was initialised at (share.auto.offset.reset)
+        # before any record of it is persisted; the exporter knows what is persisted: -1
+        # (None) until the first acknowledgement or lock expiry
+        kafka_start = k_offsets["START-OFFSET"]
+        assert share_row["start_offset"] in (None, None if kafka_start == "-" else int(kafka_start))
+    if "LAG" in k_offsets:  # KIP-1226 (4.2+): Kafka's own share-partition lag
+        assert share_row["lag"] == int(k_offsets["LAG"]), (share_row, k_offsets)
     # acquired records are not persisted: until Kafka writes this share partition's state
     # (here: when the lock expires) its start is unknown (-1 in __share_group_state)
     assert share_row["start_offset"] in (None, 0) and share_row["lag"] == 3
@@ -410,8 +461,8 @@ def _groups_cli_agrees(
     # exporter may show a deletion later: ours lies between Kafka's two answers
     listed = {x["group"]: x for x in ours_list if x["group"] in created}
     assert all(x["type"] == "SHARE" for x in listed.values())
-    shares_before = {g for g, kind, _proto in _answer(kafka_before) if kind == "Share"}
-    shares_after = {g for g, kind, _proto in kafka_after if kind == "Share"}
+    shares_before = {r["GROUP"] for r in _answer(kafka_before) if r["TYPE"] == "Share"}
+    shares_after = {r["GROUP"] for r in kafka_after if r["TYPE"] == "Share"}
     assert shares_after & created <= set(listed) <= created
     assert group in shares_before and listed[group]["state"] == k_state.upper()
 
@@ -488,26 +539,34 @@ def test_queues_on_the_real_broker(
             watched,
             group,
             topic,
-            lambda r, seen=seen: r["max_delivery_count"] in (seen, seen + 1),
-            start_offset=0,
+            lambda r, seen=seen: (
+                r["max_delivery_count"] in (seen, seen + 1) or r["start_offset"] > 0
+            ),
             log_end=2,
         )
-        if row["records"]["archived"]:
+        if row["records"]["archived"] or row["start_offset"] > 0:
             break
         assert row["records"]["available"] == 2 and row["lag"] == 2
     row = _row(watched, group, topic, log_end=2, lag=0)
     assert row["records"]["acknowledged"] == 0
-    # Kafka moves the start offset past archived records late (at the next acquisition or
-    # acknowledgement): until then the exporter shows them archived at the limit, as poison
-    given_up = [
-        {"first_offset": 0, "last_offset": 1, "delivery_state": "archived", "delivery_count": LIMIT}
-    ]
-    if row["start_offset"] == 0:
-        assert row["poison"] == given_up and row["records"]["archived"] == 2
+    # Kafka moves the start offset past archived records late (4.0: at the next acquisition
+    # or acknowledgement; 4.4 past the first at once): until then the exporter shows what is
+    # left archived at the limit, as poison
+    start = row["start_offset"]
+    if start < 2:
+        given_up = [
+            {
+                "first_offset": start,
+                "last_offset": 1,
+                "delivery_state": "archived",
+                "delivery_count": LIMIT,
+            }
+        ]
+        assert row["poison"] == given_up and row["records"]["archived"] == 2 - start
         assert row["status"] == "WARN"
         assert row["_detail"]["diagnosis"]["cause"] == "poison_records"
     else:
-        assert row["start_offset"] == 2 and row["in_flight"] == []
+        assert row["in_flight"] == []
     # nothing is delivered again however long one waits: the records were given up
     assert driver.session(group, topic, 1, "*:accept", wait_ms=3000) == {}
 
@@ -544,16 +603,17 @@ def test_queues_on_the_real_broker(
         if g in groups.values()
     }
     assert ours == {k: v for k, v in kafka.items() if k[0] in groups.values()}
-    # and Kafka itself persisted the limit group's records archived at delivery count LIMIT
-    archived_at_limit = {
-        "firstOffset": 0,
-        "lastOffset": 1,
-        "deliveryState": 4,
-        "deliveryCount": LIMIT,
+    # and Kafka itself persisted each of the limit group's records archived at delivery
+    # count LIMIT (in one batch or two, as the release wrote them)
+    archived = {
+        offset
+        for g, _p, v in states
+        if g == groups["limit"]
+        for b in v["stateBatches"]
+        if b["deliveryState"] == 4 and b["deliveryCount"] == LIMIT
+        for offset in range(b["firstOffset"], b["lastOffset"] + 1)
     }
-    assert any(
-        archived_at_limit in v["stateBatches"] for g, _p, v in states if g == groups["limit"]
-    )
+    assert archived == {0, 1}, states
 
     # -- a group deleted: gone from the exporter's groups ---------------------------------
     group = groups["backlog"]

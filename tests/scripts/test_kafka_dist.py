@@ -70,3 +70,24 @@ def test_a_missing_maven_is_one_line_naming_what_to_install(
     )
     with pytest.raises(kafka_dist.KafkaDistError, match=r"Maven \(mvn\) is not on PATH"):
         kafka_dist.fetch("4.4.0")
+
+
+def test_group_kinds_are_enabled_as_each_release_needs_and_refused_where_absent() -> None:
+    settings = kafka_launcher.group_kind_settings
+    assert settings("4.4.0", ["consumer", "share", "streams"]) == ([], [])
+    assert settings("4.2.2", ["share", "streams"]) == ([], [])
+    overrides, features = settings("4.1.2", ["share", "streams"])
+    assert features == ["share.version=1", "streams.version=1"]
+    assert "unstable.feature.versions.enable=true" in overrides
+    overrides, features = settings("4.0.2", ["share"])
+    assert "group.share.enable=true" in overrides and features == []
+    assert settings("3.9.2", ["consumer"]) == (
+        ["group.coordinator.rebalance.protocols=classic,consumer"],
+        [],
+    )
+    with pytest.raises(kafka_dist.KafkaDistError, match=r"3\.9\.2 has no share groups.*4\.0"):
+        settings("3.9.2", ["share"])
+    with pytest.raises(kafka_dist.KafkaDistError, match=r"4\.0\.2 has no streams groups"):
+        settings("4.0.2", ["streams"])
+    with pytest.raises(kafka_dist.KafkaDistError, match="no group kind"):
+        settings("4.4.0", ["classic"])
