@@ -2,7 +2,7 @@
 
     python scripts/capture_share_state.py OUT_DIR [--kafka-dir scripts/kafka] [--records 6]
 
-The release: OFFSETWATCH_KAFKA_VERSION for `scripts/kafka/broker` (default 4.4.0), or a
+The release: OFFSETWATCH_BROKER_VERSION for `scripts/kafka/broker` (default 4.4.0), or a
 `--kafka-dir` of the same interface such as `../shared/kafka` (the vendored 4.0.0).
 
 Starts a broker of its own with share groups enabled, produces a few records to a new topic,

@@ -5,7 +5,7 @@ that release's own tools as the reference.
     python scripts/compat_matrix.py [VERSION ...] [--with-default] [--parallel N]
 
 Without VERSIONs: every release of the matrix but the default (4.4.0), which `make test`
-runs. Each release is one pytest run with OFFSETWATCH_KAFKA_VERSION set (its own shared
+runs. Each release is one pytest run with OFFSETWATCH_BROKER_VERSION set (its own shared
 broker, its own brokers for share groups), N releases at a time (default 2: a broker and
 Kafka's tools are JVMs, and the machines have two cores). The logs go to .compat/VERSION.log;
 the table at the end says, per release, what passed, what was skipped and why (a release
@@ -30,6 +30,7 @@ REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "scripts" / "kafka"))
 
 import kafka_dist  # noqa: E402
+import kafka_launcher  # noqa: E402
 
 #: the modules whose answers depend on the release: what Kafka writes (dump-log of its own
 #: segments, live decoding), what its OffsetFetch / ListOffsets / DescribeGroups answer
@@ -43,7 +44,8 @@ SCENARIOS: Final = (
     "tests/exporter/test_share_groups_real_broker.py",
 )
 LOG_DIR: Final = REPO_ROOT / ".compat"
-SUMMARY: Final = re.compile(r"=+ (.*\bin [0-9.]+s.*) =+\s*$")
+#: pytest's last line: "12 passed, 3 skipped in 101.20s (0:01:41)" (-q drops the "=" rule)
+SUMMARY: Final = re.compile(r"^=*\s*(\d+ \w+.* in [0-9.]+s.*?)\s*=*\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +60,7 @@ class Outcome:
 def run_release(version: str, python: str) -> Outcome:
     log = LOG_DIR / f"{version}.log"
     started = time.monotonic()
-    env = dict(os.environ, OFFSETWATCH_KAFKA_VERSION=version)
+    env = dict(os.environ, OFFSETWATCH_BROKER_VERSION=version)
     env.pop("OFFSETWATCH_TEST_KAFKA_HOME", None)  # the matrix runs Maven Central's releases
     env.pop("OFFSETWATCH_TEST_BROKER_RUN_DIR", None)
     with log.open("w") as out:
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             versions = [v for v in books.matrix if args.with_default or v != books.default]
         for version in versions:
-            kafka_dist.fetch(version)
+            kafka_launcher.build_class_archive(kafka_dist.fetch(version))
     except kafka_dist.KafkaDistError as error:
         print(f"compat_matrix: {error}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ vendored in the repository. Standard library only: the launcher runs before any 
     cache/<version>/config/             log configuration for brokers and tools
     cache/<version>/ready               written last: the release is complete and verified
 
-The cache is `$OFFSETWATCH_KAFKA_CACHE`, else `$XDG_CACHE_HOME/offsetwatch/kafka`, else
+The cache is `$OFFSETWATCH_BROKER_CACHE`, else `$XDG_CACHE_HOME/offsetwatch/kafka`, else
 `~/.cache/offsetwatch/kafka`. Maven's own repository (`~/.m2`) keeps the downloads, so a
 release that is fetched again, or shares jars with another, costs no download.
 """
@@ -139,7 +139,7 @@ def catalog() -> Catalog:
 
 
 def cache_root() -> Path:
-    configured = os.environ.get("OFFSETWATCH_KAFKA_CACHE")
+    configured = os.environ.get("OFFSETWATCH_BROKER_CACHE")
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

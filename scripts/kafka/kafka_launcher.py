@@ -14,9 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,6 +35,7 @@ from kafka_dist import (
     Release,
     catalog,
     java_or_fail,
+    locked,
     release,
     server_log_config,
 )
@@ -50,10 +54,13 @@ BROKER_JVM: Final = (
 #: CLI tools are short-lived: start fast rather than run fast (C1 only, serial GC)
 TOOL_JVM: Final = ("-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 DEFAULT_HEAP: Final = "-Xmx768m -Xms256m"
+#: the JVM's unified logging writes to stdout: class-sharing warnings (a class the archive
+#: skips, another JDK than the one that wrote it) would mix with a tool's own output
+QUIET_JVM: Final = ("-Xlog:disable", "-Xlog:all=off")
 
 
 def started_timeout_s() -> float:
-    return float(os.environ.get("OFFSETWATCH_KAFKA_START_TIMEOUT_S", "120"))
+    return float(os.environ.get("OFFSETWATCH_BROKER_START_TIMEOUT_S", "120"))
 
 
 def cluster_id() -> str:
@@ -213,7 +220,7 @@ def format_node(node: Node, kafka: Release, cluster: str, features: Sequence[str
         raise KafkaDistError(f"formatting {node.directory} failed: {said[-1] if said else '?'}")
 
 
-def launch(node: Node) -> int:
+def launch(node: Node, archive_at_exit: Path | None = None) -> int:
     kafka = release(node.version)
     java = java_or_fail()
     (node.logs / "server.log").write_text("")
@@ -223,10 +230,12 @@ def launch(node: Node) -> int:
     # dozens of brokers on two cores and trade peak speed for start-up time)
     performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", "").split() or list(BROKER_JVM)
     extra = os.environ.get("KAFKA_OPTS", "").split()
+    sharing = [f"-XX:ArchiveClassesAtExit={archive_at_exit}"] if archive_at_exit else []
     command = [
         java,
         *heap,
         *performance,
+        *(sharing or sharing_options(kafka)),
         f"-Dkafka.logs.dir={node.logs}",
         log_option,
         *extra,
@@ -360,11 +369,84 @@ def signal_nodes(directory: Path, how: str) -> None:
         (node.directory / "broker.pid").unlink(missing_ok=True)
 
 
+def class_archive(kafka: Release) -> Path:
+    """The release's class-data-sharing archive of a broker's start-up (AppCDS)."""
+    return kafka.home / "cds" / "broker.jsa"
+
+
+def sharing_options(kafka: Release) -> list[str]:
+    """JVM options that map the release's archive, when there is one: a broker then starts on
+    1.5 CPU s instead of 2.6 and a tool on 0.6 instead of 0.9 (4.4.0, Java 17, 2026-12-02).
+    A JVM that cannot use it (another JDK) goes on without it."""
+    archive = class_archive(kafka)
+    return [*QUIET_JVM, f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
+
+
+def build_class_archive(kafka: Release) -> Path | None:
+    """Write `class_archive` once per release: a broker started and stopped cleanly with
+    -XX:ArchiveClassesAtExit (about 5 s). None, with the reason on stderr, when it failed:
+    everything still runs, only slower to start."""
+    archive = class_archive(kafka)
+    if archive.exists():
+        return archive
+    archive.parent.mkdir(exist_ok=True)
+    with locked(archive.parent / ".lock"):
+        if archive.exists():
+            return archive
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=archive.parent))
+        try:
+            port = _free_port_pair()
+            voters = f"1@{HOST}:{port + 1}"
+            node = prepare(work / "node", kafka, 1, port, voters, 1, [])
+            format_node(node, kafka, cluster_id(), [])
+            written = work / "broker.jsa"
+            pid = launch(node, archive_at_exit=written)
+            wait_started(node, pid)
+            _stop_child(pid)
+            if not written.exists():
+                raise KafkaDistError("the broker wrote no archive at exit")
+            written.replace(archive)
+            return archive
+        except (KafkaDistError, OSError) as error:
+            print(f"broker: no class archive for Kafka {kafka.version} ({error})", file=sys.stderr)
+            return None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _stop_child(pid: int, timeout_s: float = 60.0) -> None:
+    """SIGTERM a broker this process started and reap it (the archive is written as it exits;
+    `signal_nodes` waits on the pid, which a child's zombie would keep alive)."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise KafkaDistError(f"the broker did not stop within {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def _free_port_pair() -> int:
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind((HOST, 0))
+            port = int(first.getsockname()[1])
+            with socket.socket() as second:
+                try:
+                    second.bind((HOST, port + 1))
+                except OSError:
+                    continue
+        return port
+    raise KafkaDistError(f"no two consecutive free ports on {HOST}")
+
+
 def tool_command(kafka: Release, script: str, args: Sequence[str]) -> list[str]:
     extra = os.environ.get("KAFKA_OPTS", "").split()
     return [
         java_or_fail(),
         *TOOL_JVM,
+        *sharing_options(kafka),
         *kafka.tool_log_options(),
         *extra,
         "-cp",
@@ -375,7 +457,7 @@ def tool_command(kafka: Release, script: str, args: Sequence[str]) -> list[str]:
 
 
 def _default() -> str:
-    return catalog().resolve(os.environ.get("OFFSETWATCH_KAFKA_VERSION"))
+    return catalog().resolve(os.environ.get("OFFSETWATCH_BROKER_VERSION"))
 
 
 def bootstrap(nodes: Sequence[Node]) -> str:

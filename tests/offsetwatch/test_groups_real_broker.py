@@ -25,7 +25,7 @@ from tests.offsetwatch.kafka_tool import (
     tools_in_parallel,
     wait_for,
 )
-from tests.real_broker import Broker, unique
+from tests.real_broker import Broker, require_kip848_groups, unique
 
 pytestmark = pytest.mark.broker
 
@@ -50,6 +50,7 @@ class Scene:
 
 @pytest.fixture(scope="module")
 def scene(kafka_broker: Broker) -> Iterator[Scene]:
+    require_kip848_groups()  # the scene compares a KIP-848 group beside a classic one
     topics = {short: unique(short) for short in COUNTS}
     for short, counts in COUNTS.items():
         kafka_broker.create_topic(topics[short], len(counts))

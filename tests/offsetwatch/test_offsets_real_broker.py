@@ -28,7 +28,7 @@ from tests.offsetwatch.kafka_tool import (
     tools_in_parallel,
     wait_for,
 )
-from tests.real_broker import Broker, unique
+from tests.real_broker import Broker, require_kip848_groups, unique
 
 pytestmark = pytest.mark.broker
 
@@ -84,7 +84,14 @@ def ours(scene: Scene, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[
 
 
 def kafka_plan(output: str, group: str) -> dict[tuple[str, int], int]:
-    rows = parse_table(output)
+    # 3.9 prints "Warn: Partition 2 from topic T is empty. Falling back to latest known
+    # offset." on stdout before its table (to-datetime on an empty partition), and the table
+    # without line ends: the upper-case titles, then one row per title count, however laid
+    lines = [line for line in output.splitlines() if not line.startswith("Warn:")]
+    words = [w for line in lines for w in line.split()]
+    width = next(i for i, w in enumerate(words) if not w.isupper())
+    rows_text = [" ".join(words[i : i + width]) for i in range(0, len(words), width)]
+    rows = parse_table("\n".join(rows_text))
     assert rows and {row["GROUP"] for row in rows} == {group}, output
     return {(str(r["TOPIC"]), int(str(r["PARTITION"]))): int(str(r["NEW-OFFSET"])) for r in rows}
 
@@ -177,6 +184,8 @@ def test_execute_on_an_empty_group_applies_the_plan(
 def test_execute_on_a_live_group_is_refused_in_one_line(
     scene: Scene, capsys: pytest.CaptureFixture[str], protocol: str
 ) -> None:
+    if protocol == "consumer":
+        require_kip848_groups()
     group = scene.commit_fresh(f"live-{protocol}")
     with live_members(scene.broker) as members:
         members.join(group, [scene.topic], "member", protocol)

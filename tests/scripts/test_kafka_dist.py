@@ -64,7 +64,7 @@ def test_three_nodes_replicate_everything_three_times_with_two_in_sync(tmp_path:
 def test_a_missing_maven_is_one_line_naming_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OFFSETWATCH_KAFKA_CACHE", str(tmp_path))
+    monkeypatch.setenv("OFFSETWATCH_BROKER_CACHE", str(tmp_path))
     monkeypatch.setattr(
         kafka_dist.shutil, "which", lambda name: "/usr/bin/java" if name == "java" else None
     )
