@@ -114,14 +114,12 @@ class GroupViews:
         self.unnamed_ids.clear()
         return ids
 
-    def _names(self, group: GroupState, key_type: int) -> dict[str, str]:
-        own = _topic_names(group, key_type)
-        return {**self.topic_names, **own} if self.topic_names else own
-
     def _resolve(self, assigned: tuple[TopicPartitions, ...], names: dict[str, str]) -> Assignment:
+        """Names from the group's own record first, then the exporter's lookups (looked up
+        in both rather than merged: the lookups hold every topic of the cluster)."""
         resolved = []
         for tp in assigned:
-            name = names.get(tp.topic_id)
+            name = names.get(tp.topic_id) or self.topic_names.get(tp.topic_id)
             if name is None:
                 self.unnamed_ids.add(tp.topic_id)
                 name = tp.topic_id
@@ -199,7 +197,7 @@ class GroupViews:
             target.value, ConsumerGroupTargetAssignmentMetadataValue
         ):
             target_epoch = target.value.assignment_epoch
-        names = self._names(group, 4)
+        names = _topic_names(group, 4)
         members = []
         reconciling = False
         assignor = ""
@@ -268,7 +266,7 @@ class GroupViews:
             metadata.value, ShareGroupMetadataValue | ShareGroupMetadataWithHashValue
         ):
             epoch = metadata.value.epoch
-        names = self._names(group, 9)
+        names = _topic_names(group, 9)
         members = []
         for member_id, record in group.records_of(10):
             value = record.value

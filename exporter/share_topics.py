@@ -70,11 +70,11 @@ class TopicIdNames:
         names = self.names
         self.unknown = frozenset(t for t in topic_ids if t not in names)
 
-    # -- called on the sampler thread ----------------------------------------------------
-
     def publish_unknown_assigned(self, topic_ids: Iterable[str]) -> None:
         names = self.names
         self.unknown_assigned = frozenset(t for t in topic_ids if t not in names)
+
+    # -- called on the sampler thread ----------------------------------------------------
 
     def unknown_ids(self) -> frozenset[str]:
         return self.unknown | self.unknown_assigned

@@ -25,7 +25,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,13 +43,11 @@ SHARE_TUNING: Final = (
     "share.coordinator.state.topic.num.partitions=1",
     "share.coordinator.snapshot.update.records.per.snapshot=3",
 )
-#: what the vendored 4.0.0 script (which has no `--enable`) needs for share groups
-SHARE_4_0: Final = (
-    "group.share.enable=true",
-    "unstable.api.versions.enable=true",
-    "group.coordinator.rebalance.protocols=classic,consumer,share",
-)
 DEFAULT_KAFKA_DIR: Final = Path(__file__).resolve().parent / "kafka"
+sys.path.insert(0, str(DEFAULT_KAFKA_DIR))
+
+import kafka_launcher  # noqa: E402
+
 #: generous: up to 8 engineers share 2 cores
 TOOL_TIMEOUT_S: Final = 180.0
 
@@ -62,23 +59,6 @@ class Capture:
     group: str
     records: int
     segments: tuple[Path, ...]
-
-
-def _free_port_pair() -> int:
-    """A port whose successor (the controller's) is free too."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port >= 65535:
-            continue
-        with socket.socket() as second:
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free pair of ports on 127.0.0.1")
 
 
 def _broker(kafka_dir: Path, *args: str, timeout: float = TOOL_TIMEOUT_S) -> str:
@@ -193,10 +173,10 @@ def capture(out_dir: Path, kafka_dir: Path = DEFAULT_KAFKA_DIR, records: int = 6
         raise RuntimeError(f"{out_dir} is not empty")
     work = Path(tempfile.mkdtemp(prefix="share-capture-"))
     directory = work / "broker"
-    port = _free_port_pair()
+    port = kafka_launcher.free_port_pair()
     # the launcher knows what each release needs; a vendored script is Kafka 4.0.0
     launcher = (kafka_dir / "kafka_launcher.py").exists()
-    enable = ("--enable", "share") if launcher else SHARE_4_0
+    enable = ("--enable", "share") if launcher else kafka_launcher.SHARE_4_0
     _broker(kafka_dir, "start", str(directory), str(port), *enable, *SHARE_TUNING)
     try:
         topic, topic_id, group = drive(kafka_dir, f"127.0.0.1:{port}", records)

@@ -395,7 +395,7 @@ def build_class_archive(kafka: Release) -> Path | None:
             return archive
         work = Path(tempfile.mkdtemp(prefix=".build-", dir=archive.parent))
         try:
-            port = _free_port_pair()
+            port = free_port_pair()
             voters = f"1@{HOST}:{port + 1}"
             node = prepare(work / "node", kafka, 1, port, voters, 1, [])
             format_node(node, kafka, cluster_id(), [])
@@ -427,7 +427,8 @@ def _stop_child(pid: int, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def _free_port_pair() -> int:
+def free_port_pair() -> int:
+    """A free port P on loopback whose successor (a node's controller) is free too."""
     for _ in range(100):
         with socket.socket() as first:
             first.bind((HOST, 0))
