@@ -319,10 +319,19 @@ class KeyValue:
 
 @dataclass(frozen=True, slots=True)
 class StreamsGroupMetadataValue:
+    """4.1 writes epoch and hash only; 4.2 added tags 0-1, 4.4 tags 2-3 (checked against the
+    records of real Kafka Streams applications on each release)."""
+
     epoch: int = wire(I32)
     metadata_hash: int = wire(I64)
-    assignment_configs: tuple[KeyValue, ...] = wire(ARR, item=KeyValue)
+    #: the topology epoch whose topics the coordinator found present (NOT_READY until then)
     validated_topology_epoch: int = wire(I32, tag=0, default=-1)
+    #: Kafka's LastAssignmentConfigs: the assignment configs of the last assignment
+    assignment_configs: tuple[KeyValue, ...] | None = wire(
+        ARR, item=KeyValue, nullable="0+", tag=1, name="lastAssignmentConfigs"
+    )
+    stored_description_topology_epoch: int = wire(I32, tag=2, default=-1)
+    failed_description_topology_epoch: int = wire(I32, tag=3, default=-1)
     tags: Tags = tags_field()
 
 
@@ -356,6 +365,8 @@ class StreamsGroupMemberMetadataValue:
 @dataclass(frozen=True, slots=True)
 class StreamsGroupTargetAssignmentMetadataValue:
     assignment_epoch: int = wire(I32)
+    #: 4.3+: when the target assignment was computed
+    assignment_timestamp: int = wire(I64, tag=0)
     tags: Tags = tags_field()
 
 
@@ -363,6 +374,17 @@ class StreamsGroupTargetAssignmentMetadataValue:
 class TaskIds:
     subtopology_id: str = wire(STR)
     partitions: tuple[int, ...] = wire(ARR, item=I32)
+    tags: Tags = tags_field()
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentTaskIds:
+    """A member's current tasks of one subtopology (its own struct in Kafka's schema)."""
+
+    subtopology_id: str = wire(STR)
+    partitions: tuple[int, ...] = wire(ARR, item=I32)
+    #: 4.4+: the assignment epoch at which each partition's task was assigned
+    assignment_epochs: tuple[int, ...] | None = wire(ARR, item=I32, nullable="0+", tag=0)
     tags: Tags = tags_field()
 
 
@@ -379,12 +401,12 @@ class StreamsGroupCurrentMemberAssignmentValue:
     member_epoch: int = wire(I32)
     previous_member_epoch: int = wire(I32)
     state: int = wire(I8)
-    active_tasks: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
-    standby_tasks: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
-    warmup_tasks: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
-    active_tasks_pending_revocation: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
-    standby_tasks_pending_revocation: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
-    warmup_tasks_pending_revocation: tuple[TaskIds, ...] = wire(ARR, item=TaskIds)
+    active_tasks: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
+    standby_tasks: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
+    warmup_tasks: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
+    active_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
+    standby_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
+    warmup_tasks_pending_revocation: tuple[CurrentTaskIds, ...] = wire(ARR, item=CurrentTaskIds)
     tags: Tags = tags_field()
 
 

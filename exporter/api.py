@@ -16,7 +16,13 @@ from typing import Any
 
 from offsetwatch.exporter.diagnosis import Diagnosis
 from offsetwatch.exporter.diagnosis_history import MemberRef
-from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.group_views import (
+    GroupView,
+    MemberView,
+    StreamsTasks,
+    StreamsTopology,
+    Tasks,
+)
 from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, SharePartitionRow
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.stats import PipelineStats
@@ -122,6 +128,43 @@ def _member(member: MemberView) -> JsonDict:
             {"topic": topic, "partitions": list(partitions)}
             for topic, partitions in member.assignment
         ],
+        **({} if member.tasks is None else {"tasks": _streams_tasks(member.tasks)}),
+    }
+
+
+def _task_list(tasks: Tasks) -> list[JsonDict]:
+    return [{"subtopology": sub, "partitions": list(partitions)} for sub, partitions in tasks]
+
+
+def _streams_tasks(tasks: StreamsTasks) -> JsonDict:
+    """A streams member's tasks, named as Kafka Streams names them (`0_2`) too."""
+    return {
+        "process_id": tasks.process_id,
+        "topology_epoch": tasks.topology_epoch,
+        "active": _task_list(tasks.active),
+        "standby": _task_list(tasks.standby),
+        "warmup": _task_list(tasks.warmup),
+        "target_active": _task_list(tasks.target_active),
+        "target_standby": _task_list(tasks.target_standby),
+        "target_warmup": _task_list(tasks.target_warmup),
+        "active_task_ids": [f"{sub}_{p}" for sub, partitions in tasks.active for p in partitions],
+    }
+
+
+def topology_json(topology: StreamsTopology) -> JsonDict:
+    return {
+        "epoch": topology.epoch,
+        "validated_epoch": _known(topology.validated_epoch),
+        "subtopologies": [
+            {
+                "subtopology": sub.subtopology_id,
+                "source_topics": list(sub.source_topics),
+                "repartition_source_topics": list(sub.repartition_source_topics),
+                "repartition_sink_topics": list(sub.repartition_sink_topics),
+                "changelog_topics": list(sub.changelog_topics),
+            }
+            for sub in topology.subtopologies
+        ],
     }
 
 
@@ -163,6 +206,7 @@ def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
         "members": [_member(member) for member in view.members],
         "diagnosis": diagnosis_json(group.diagnosis),
         **({} if group.share is None else {"share": share_json(group.share)}),
+        **({} if view.topology is None else {"topology": topology_json(view.topology)}),
     }
 
 
@@ -236,6 +280,7 @@ def diagnosis_json(diagnosis: Diagnosis) -> JsonDict:
                     {"topic": topic, "partition": partition}
                     for topic, partition in suspect.partitions
                 ],
+                **({"tasks": list(suspect.tasks)} if suspect.tasks else {}),
             }
             for suspect in diagnosis.suspects
         ],

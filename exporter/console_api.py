@@ -64,6 +64,7 @@ def health(
         "decode_errors_total": sum(errors.values()),
         "decode_errors": dict(sorted(errors.items())),
         "quarantined_total": stats.quarantined_total,
+        **_unknown_json(stats),
         "loop_errors_total": stats.loop_errors_total,
         "checkpoint_age_seconds": _age_s(now_ms, stats.checkpoint_time_ms),
         "checkpoint_duration_seconds": stats.checkpoint_duration_s or None,
@@ -80,6 +81,25 @@ def health(
         "live_stream": streams,
         "http": http,
         "time_ms": now_ms,
+    }
+
+
+def _unknown_json(stats: PipelineStats) -> JsonDict:
+    """Records of a key type or value version the decoder does not know: how many, and the
+    latest by partition and offset (skipped; a newer Kafka than offsetwatch wrote them?)."""
+    totals, seen = stats.unknown()
+    return {
+        "unknown_records_total": sum(totals.values()),
+        "unknown_records": [
+            {
+                "partition": s.partition,
+                "offset": s.offset,
+                "key_type": s.key_type,
+                "value_version": s.value_version,
+                "unknown": s.what,
+            }
+            for s in seen
+        ],
     }
 
 

@@ -32,7 +32,7 @@ from typing import Final
 
 from offsetwatch.core.status import Status
 from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef, Rebalance
-from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.group_views import GroupView, MemberView, StreamsTopology
 from offsetwatch.exporter.state import NEVER, PartitionTable
 
 __all__ = [
@@ -93,6 +93,8 @@ class Suspect:
     host: str
     #: the affected partitions it owns; () when ownership is not known (other protocols)
     partitions: tuple[TopicPartition, ...]
+    #: streams members: the tasks (`0_2`) reading those partitions
+    tasks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +270,7 @@ def _storm(f: _Facts) -> _Verdict | None:
     for key, refs in sorted(flapping.items(), key=lambda item: (-len(item[1]), item[0])):
         member = members.get(key)
         if member is not None:
-            suspects.append(_suspect(member, _owned(member)))
+            suspects.append(_suspect(member, _owned(member), f.view.topology))
         else:
             suspects.append(Suspect(refs[-1].member_id, key[0], key[1], ()))
     who = ", ".join(_who(s.client_id, s.host) for s in suspects[:5]) or "no member change seen"
@@ -312,7 +314,7 @@ def _rewind(f: _Facts) -> _Verdict:
             by_consumer.append(tp)
     if by_consumer:
         owners, unowned, notes = _ownership(f.view, by_consumer)
-        suspects = tuple(_suspect(m, tuple(parts)) for m, parts in owners)
+        suspects = tuple(_suspect(m, tuple(parts), f.view.topology) for m, parts in owners)
         who = "; ".join(_who_owns(s) for s in suspects) or "no member with a known assignment"
         return (
             Cause.REWIND_BY_CONSUMER,
@@ -357,7 +359,7 @@ def _stuck(f: _Facts) -> _Verdict:
         return Cause.UNKNOWN, f"{_parts(stuck)} {how}; {progress}", ()
     owners, unowned, notes = _ownership(view, stuck)
     if owners:
-        suspects = tuple(_suspect(m, tuple(parts)) for m, parts in owners)
+        suspects = tuple(_suspect(m, tuple(parts), view.topology) for m, parts in owners)
         blamed = {s.member_id for s in suspects}
         others = [
             m
@@ -385,7 +387,7 @@ def _stuck(f: _Facts) -> _Verdict:
             (),
         )
     suspects = tuple(
-        _suspect(m, ()) for m in view.members if m.assignment_error not in (None, "stale")
+        _suspect(m, (), None) for m in view.members if m.assignment_error not in (None, "stale")
     )
     return Cause.UNKNOWN, f"{_parts(stuck)} {how}{_notes(unowned, notes)}", suspects
 
@@ -393,7 +395,7 @@ def _stuck(f: _Facts) -> _Verdict:
 def _slow(f: _Facts) -> _Verdict:
     slow = sorted(tp for tp, value in f.bad.items() if value == Status.WARN)
     owners, unowned, notes = _ownership(f.view, slow)
-    suspects = tuple(_suspect(m, tuple(parts)) for m, parts in owners)
+    suspects = tuple(_suspect(m, tuple(parts), f.view.topology) for m, parts in owners)
     if suspects and len(suspects) == len(f.view.members) and len(suspects) > 1:
         who = "every member (whole group)"
     else:
@@ -414,7 +416,7 @@ def _effective_error(view: GroupView, member: MemberView) -> str | None:
         return member.assignment_error
     # a KIP-848 member behind the target assignment still holds partitions it is to give up
     if (
-        view.kind == "CONSUMER"
+        view.kind in ("CONSUMER", "STREAMS")
         and member.member_epoch is not None
         and 0 <= member.member_epoch < view.assignment_epoch
     ):
@@ -488,6 +490,8 @@ def _error_text(error: str) -> str:
         return "missing"
     if error == "undecodable":
         return "undecodable assignment bytes"
+    if error == "topology":
+        return "streams tasks without the group's topology record"
     return f"protocol {error} does not assign topic partitions"
 
 
@@ -501,8 +505,16 @@ def _owned(member: MemberView) -> tuple[TopicPartition, ...]:
     return tuple(_flat(member.assignment))
 
 
-def _suspect(member: MemberView, partitions: tuple[TopicPartition, ...]) -> Suspect:
-    return Suspect(member.member_id, member.client_id, member.client_host, partitions)
+def _suspect(
+    member: MemberView,
+    partitions: tuple[TopicPartition, ...],
+    topology: StreamsTopology | None,
+) -> Suspect:
+    tasks: tuple[str, ...] = ()
+    if member.tasks is not None:
+        named = (member.tasks.task_of(topology, topic, p) for topic, p in partitions)
+        tasks = tuple(sorted({task for task in named if task is not None}))
+    return Suspect(member.member_id, member.client_id, member.client_host, partitions, tasks)
 
 
 # -- wording --------------------------------------------------------------------------------
@@ -553,6 +565,9 @@ def _who(client_id: str, host: str) -> str:
 
 
 def _who_owns(s: Suspect) -> str:
+    if s.tasks:
+        label = "task" if len(s.tasks) == 1 else "tasks"
+        return _who(s.client_id, s.host) + f" ({s.member_id}, {label} {', '.join(s.tasks)})"
     return _who(s.client_id, s.host) + f" ({s.member_id})"
 
 

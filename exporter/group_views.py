@@ -4,8 +4,10 @@ Classic groups: the last GroupMetadata record (members, their client ids/hosts a
 partitions of their consumer-protocol assignment). KIP-848 consumer groups: group epoch,
 target assignment epoch and per-member epochs/assignments (types 3-8, topic ids resolved to
 names through the partition metadata record where Kafka writes one, 4.0, else through the
-exporter's topic metadata lookups, `topic_names`). Share and streams groups: epochs and
-members.
+exporter's topic metadata lookups, `topic_names`). Share groups: epochs and members.
+Streams groups (KIP-1071): members with their tasks, and the topic partitions those tasks
+read, from the group's topology record (a task `S_P` of subtopology S reads partition P of
+each of S's source and repartition-source topics, as `kafka-streams-groups.sh` maps them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from offsetwatch.decoder.records import (
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
+    CurrentTaskIds,
     GroupMetadataValue,
     Record,
     ShareGroupCurrentMemberAssignmentValue,
@@ -32,11 +35,71 @@ from offsetwatch.decoder.records import (
     StreamsGroupCurrentMemberAssignmentValue,
     StreamsGroupMemberMetadataValue,
     StreamsGroupMetadataValue,
+    StreamsGroupTargetAssignmentMemberValue,
+    StreamsGroupTargetAssignmentMetadataValue,
+    StreamsGroupTopologyValue,
+    TaskIds,
     TopicPartitions,
 )
 from offsetwatch.exporter.state import GroupState
 
 Assignment = tuple[tuple[str, tuple[int, ...]], ...]
+TaskIdsLike = CurrentTaskIds | TaskIds
+#: streams tasks: (subtopology id, partitions), as Kafka's TaskIds
+Tasks = tuple[tuple[str, tuple[int, ...]], ...]
+#: Kafka's streams MemberState.STABLE (the consumer groups' STABLE is 0)
+_STREAMS_MEMBER_STABLE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsTasks:
+    """A streams member's tasks: what it runs now and what the target assignment gives it."""
+
+    active: Tasks
+    standby: Tasks
+    warmup: Tasks
+    target_active: Tasks = ()
+    target_standby: Tasks = ()
+    target_warmup: Tasks = ()
+    #: the topology epoch the member runs
+    topology_epoch: int = -1
+    #: the member's process (several members, one per stream thread, share one)
+    process_id: str = ""
+
+    def task_of(self, topology: StreamsTopology | None, topic: str, partition: int) -> str | None:
+        """The member's active task reading `topic`'s `partition`, named like Kafka Streams
+        names it (`0_2`: subtopology 0, partition 2); None when it runs none."""
+        if topology is None:
+            return None
+        for subtopology, partitions in self.active:
+            if partition in partitions and topic in topology.sources_of(subtopology):
+                return f"{subtopology}_{partition}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Subtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    repartition_source_topics: tuple[str, ...]
+    repartition_sink_topics: tuple[str, ...]
+    changelog_topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsTopology:
+    """A streams group's topology record (key 23), and the epoch its topics were validated at."""
+
+    epoch: int
+    subtopologies: tuple[Subtopology, ...]
+    #: -1: not known (4.1 keeps it in memory) or never validated
+    validated_epoch: int = -1
+
+    def sources_of(self, subtopology_id: str) -> tuple[str, ...]:
+        for sub in self.subtopologies:
+            if sub.subtopology_id == subtopology_id:
+                return (*sub.source_topics, *sub.repartition_source_topics)
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +116,12 @@ class MemberView:
     #: KIP-848: the member's target assignment (what it is being moved to); () otherwise
     target: Assignment = ()
     #: why `assignment` says nothing about partitions, None when it does: "undecodable",
-    #: "missing" (no assignment record / empty bytes), or the protocol type that carries no
-    #: topic partitions (e.g. "connect")
+    #: "missing" (no assignment record / empty bytes), "topology" (a streams member's tasks
+    #: without the group's topology), or the protocol type that carries no topic partitions
+    #: (e.g. "connect")
     assignment_error: str | None = None
+    #: streams members: their tasks (the assignment above is what those tasks read)
+    tasks: StreamsTasks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +140,8 @@ class GroupView:
     #: offsets committed without ever joining (assign() + commit): no metadata record
     is_simple: bool
     members: tuple[MemberView, ...]
+    #: streams groups: the topology (None when the group has none yet, or another kind)
+    topology: StreamsTopology | None = None
 
     def owner_of(self, topic: str, partition: int) -> MemberView | None:
         for member in self.members:
@@ -298,26 +366,61 @@ class GroupViews:
 
     def _streams(self, group: GroupState) -> GroupView:
         epoch = -1
+        validated = -1
+        newer_coordinator = False
         metadata = group.record(17)
         if metadata is not None and isinstance(metadata.value, StreamsGroupMetadataValue):
             epoch = metadata.value.epoch
+            validated = metadata.value.validated_topology_epoch
+            # 4.2+ coordinators write the last assignment's configs; 4.1 writes no tags
+            newer_coordinator = metadata.value.assignment_configs is not None
+        target_epoch = -1
+        target = group.record(20)
+        if target is not None and isinstance(
+            target.value, StreamsGroupTargetAssignmentMetadataValue
+        ):
+            target_epoch = target.value.assignment_epoch
+        topology = _topology(group, validated)
         members = []
+        reconciled = True
         for member_id, record in group.records_of(19):
             value = record.value
             if not isinstance(value, StreamsGroupMemberMetadataValue):
                 continue
             current = group.record(22, member_id)
             member_epoch = None
-            assignment: Assignment = ()
+            tasks = StreamsTasks((), (), (), topology_epoch=value.topology_epoch)
             if current is not None and isinstance(
                 current.value, StreamsGroupCurrentMemberAssignmentValue
             ):
-                member_epoch = current.value.member_epoch
-                # streams assign tasks (subtopology, partition), not topic partitions
-                assignment = tuple(
-                    (f"subtopology:{task.subtopology_id}", task.partitions)
-                    for task in current.value.active_tasks
+                now = current.value
+                member_epoch = now.member_epoch
+                if now.state != _STREAMS_MEMBER_STABLE or member_epoch != target_epoch:
+                    reconciled = False
+                tasks = StreamsTasks(
+                    _tasks(now.active_tasks),
+                    _tasks(now.standby_tasks),
+                    _tasks(now.warmup_tasks),
+                    topology_epoch=value.topology_epoch,
+                    process_id=value.process_id,
                 )
+            else:
+                reconciled = False
+            wanted = group.record(21, member_id)
+            if wanted is not None and isinstance(
+                wanted.value, StreamsGroupTargetAssignmentMemberValue
+            ):
+                tasks = StreamsTasks(
+                    tasks.active,
+                    tasks.standby,
+                    tasks.warmup,
+                    _tasks(wanted.value.active_tasks),
+                    _tasks(wanted.value.standby_tasks),
+                    _tasks(wanted.value.warmup_tasks),
+                    tasks.topology_epoch,
+                    value.process_id,
+                )
+            assignment, error = _task_partitions(topology, tasks.active, current is not None)
             members.append(
                 MemberView(
                     member_id,
@@ -327,13 +430,38 @@ class GroupViews:
                     value.rack_id,
                     member_epoch,
                     assignment,
-                    # tasks, not the topic partitions offsets are committed for
-                    assignment_error="streams",
+                    target=_task_partitions(topology, tasks.target_active, True)[0],
+                    assignment_error=error,
+                    tasks=tasks,
                 )
             )
-        state = "STABLE" if members else "EMPTY"
+        ready = topology is not None and (
+            topology.epoch == validated
+            # a 4.1 coordinator never writes the validated epoch: an assignment means it was
+            or (validated == -1 and not newer_coordinator and target_epoch >= 0)
+        )
+        # Kafka's StreamsGroup.maybeUpdateGroupState, from the same records
+        if not members:
+            state = "EMPTY"
+        elif not ready:
+            state = "NOT_READY"
+        elif epoch > target_epoch:
+            state = "ASSIGNING"
+        elif not reconciled:
+            state = "RECONCILING"
+        else:
+            state = "STABLE"
         return GroupView(
-            group.group_id, "STREAMS", state, "streams", "", epoch, epoch, False, tuple(members)
+            group.group_id,
+            "STREAMS",
+            state,
+            "streams",
+            "",
+            epoch,
+            target_epoch,
+            False,
+            tuple(members),
+            topology,
         )
 
 
@@ -344,3 +472,42 @@ def _topic_names(group: GroupState, key_type: int) -> dict[str, str]:
     ):
         return {}
     return {topic.topic_id: topic.topic_name for topic in record.value.topics}
+
+
+def _tasks(assigned: Iterable[TaskIdsLike]) -> Tasks:
+    return tuple((task.subtopology_id, tuple(task.partitions)) for task in assigned)
+
+
+def _topology(group: GroupState, validated: int) -> StreamsTopology | None:
+    record = group.record(23)
+    if record is None or not isinstance(record.value, StreamsGroupTopologyValue):
+        return None
+    return StreamsTopology(
+        record.value.epoch,
+        tuple(
+            Subtopology(
+                sub.subtopology_id,
+                tuple(sub.source_topics),
+                tuple(topic.name for topic in sub.repartition_source_topics),
+                tuple(sub.repartition_sink_topics),
+                tuple(topic.name for topic in sub.state_changelog_topics),
+            )
+            for sub in record.value.subtopologies
+        ),
+        validated,
+    )
+
+
+def _task_partitions(
+    topology: StreamsTopology | None, tasks: Tasks, has_assignment: bool
+) -> tuple[Assignment, str | None]:
+    """The topic partitions a member's active tasks read (what its commits are for)."""
+    if not has_assignment:
+        return (), "missing"
+    if topology is None:
+        return (), "topology" if tasks else None
+    by_topic: dict[str, list[int]] = {}
+    for subtopology, partitions in tasks:
+        for topic in topology.sources_of(subtopology):
+            by_topic.setdefault(topic, []).extend(partitions)
+    return tuple((topic, tuple(sorted(set(ps)))) for topic, ps in by_topic.items()), None

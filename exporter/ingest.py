@@ -15,6 +15,8 @@ tests/exporter/test_ingest_speedups.py checks both paths leave the same state.
 
 from __future__ import annotations
 
+import logging
+import struct
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,12 @@ from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
 from offsetwatch.exporter.state import OffsetState
-from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.stats import PipelineStats, UnknownSeen
+
+log = logging.getLogger(__name__)
+
+#: a key's type and a value's version: the big-endian int16 each starts with
+_I16: Final = struct.Struct(">h")
 
 
 class RawMessage(Protocol):
@@ -149,6 +156,8 @@ class Ingestor:
                             message.key(), message.value(), partition, offset, timestamp
                         )
                     except DecodeError as error:
+                        if error.kind == "version":
+                            self._unknown(partition, offset, message, "value_version")
                         self._quarantine(Quarantined(
                             partition, offset, timestamp, message.key(), message.value(), error
                         ))  # fmt: skip
@@ -159,6 +168,7 @@ class Ingestor:
                             yield record  # applied when the state asks for the next one
                         else:
                             key_type = version = -1  # unknown key type: version label "-1"
+                            self._unknown(partition, offset, message, "key_type")
                         if key_type != run_type or version != run_version:
                             if run:
                                 kind = (run_type, run_version)
@@ -192,6 +202,30 @@ class Ingestor:
             name = RECORD_TYPES[key_type].name if key_type in RECORD_TYPES else "unknown"
             self.stats.count_record(name, version, n)
         return handled
+
+    def _unknown(self, partition: int, offset: int, message: RawMessage, what: str) -> None:
+        key = message.key() or b""
+        value = message.value()
+        seen = UnknownSeen(
+            partition,
+            offset,
+            _I16.unpack_from(key)[0] if len(key) >= 2 else -1,
+            _I16.unpack_from(value)[0] if value is not None and len(value) >= 2 else -1,
+            what,
+        )
+        first = (seen.key_type, seen.value_version) not in self.stats.unknown_total
+        self.stats.note_unknown(seen)
+        if first and what == "key_type":
+            # once per (type, version): the counter and /api/v1/health name every other one
+            log.warning(
+                "partition %d offset %d: record key type %d (value version %d) is unknown to "
+                "this offsetwatch: counted and skipped, the records around it apply; a Kafka "
+                "newer than offsetwatch wrote it? upgrade offsetwatch",
+                partition,
+                offset,
+                seen.key_type,
+                seen.value_version,
+            )
 
     def _quarantine(self, item: Quarantined) -> None:
         self.stats.count_error(item.error.kind)

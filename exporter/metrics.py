@@ -230,6 +230,11 @@ S_DECODE_ERRORS: Final = _c(
     "decode_errors_total", ("reason",), "Records of __consumer_offsets that failed to decode."
 )
 S_QUARANTINED: Final = _c("quarantined_total", (), "Records set aside instead of applied.")
+S_UNKNOWN: Final = _c(
+    "unknown_records_total",
+    ("key_type", "value_version"),
+    "Records of a key type or value version the decoder does not know: skipped, never fatal.",
+)
 S_LOOP_ERRORS: Final = _c(
     "loop_errors_total", (), "Failures of the exporter's main loop (logged, retried after 1 s)."
 )
@@ -412,6 +417,15 @@ SS_ORPHANS: Final = _g(
     (),
     "Share partitions in __share_group_state of groups __consumer_offsets does not know.",
 )
+STREAMS_TASKS: Final = _g(
+    "streams_group_tasks",
+    ("group", "type"),
+    "Tasks a streams group's members run, by type: active, standby, warmup.",
+)
+STREAMS_TOPOLOGY_EPOCH: Final = _g(
+    "streams_group_topology_epoch", _G, "Epoch of the streams group's topology."
+)
+STREAMS_FAMILIES: Final = (STREAMS_TASKS, STREAMS_TOPOLOGY_EPOCH)
 SHARE_FAMILIES: Final = (
     SP_START,
     SP_LAG,
@@ -465,6 +479,7 @@ SELF_FAMILIES: Final = (
     S_RECORDS,
     S_DECODE_ERRORS,
     S_QUARANTINED,
+    S_UNKNOWN,
     S_LOOP_ERRORS,
     S_POSITION,
     S_HIGH_WATERMARK,
@@ -511,6 +526,7 @@ FAMILIES: Final = (
     + SELF_FAMILIES
     + ALIAS_FAMILIES
     + SHARE_FAMILIES
+    + STREAMS_FAMILIES
 )
 
 
@@ -709,6 +725,7 @@ def _snapshot_families(snapshot: Snapshot, cfg: MetricsConfig, esc: Escape) -> F
     )
     yield G_DIAGNOSIS, (_diagnosis(a, esc) for a in groups if a.snap.diagnosis.cause is not None)
     yield from _share_families(snapshot, cfg, esc)
+    yield from _streams_families(groups)
     if aliases:
         yield from _alias_families(groups, cfg, esc)
 
@@ -816,6 +833,22 @@ def _alias_families(groups: list[_GroupAgg], cfg: MetricsConfig, esc: Escape) ->
 _SHARE_STATES: Final = (("available", 0), ("acknowledged", 1), ("archived", 2), ("unknown", 3))
 
 
+def _streams_families(groups: list[_GroupAgg]) -> Families:
+    """Streams groups' tasks and topology epoch (KIP-1071), from their records."""
+    streams = [(a.group, a.snap.view) for a in groups if a.snap.view.kind == "STREAMS"]
+    counts = []
+    for group, view in streams:
+        tasks = [m.tasks for m in view.members if m.tasks is not None]
+        for kind in ("active", "standby", "warmup"):
+            n = sum(len(ps) for t in tasks for _sub, ps in getattr(t, kind))
+            counts.append(((group, kind), n))
+    yield STREAMS_TASKS, counts
+    yield (
+        STREAMS_TOPOLOGY_EPOCH,
+        [((group,), view.topology.epoch) for group, view in streams if view.topology is not None],
+    )
+
+
 def _share_families(snapshot: Snapshot, cfg: MetricsConfig, esc: Escape) -> Families:
     """Share groups' series (ready-gated like every group series)."""
     queues = [(esc(g.view.group_id), g.share) for g in snapshot.groups if g.share is not None]
@@ -863,6 +896,8 @@ def _self_families(
     )
     yield S_DECODE_ERRORS, [((esc(r),), n) for r, n in sorted(stats.errors().items())]
     yield S_QUARANTINED, [((), stats.quarantined_total)]
+    unknown, _seen = stats.unknown()
+    yield S_UNKNOWN, [((str(k), str(v)), n) for (k, v), n in sorted(unknown.items())]
     yield S_LOOP_ERRORS, [((), stats.loop_errors_total)]
     source = stats.source()
     yield S_POSITION, [((str(s.partition),), s.position) for s in source if s.position is not None]

@@ -9,6 +9,7 @@ readers copy the dicts before iterating them (`records()`, `errors()`, `source()
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -51,6 +52,25 @@ class SourcePartition:
         return self.lag == 0
 
 
+#: how many unknown records `PipelineStats.unknown_seen` remembers (the counters count all)
+UNKNOWN_KEPT: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownSeen:
+    """A record of a key type or value version this decoder does not know (a Kafka newer than
+    offsetwatch, or bytes no release writes): counted, named and skipped, as Kafka's own
+    coordinator loader skips a key type it does not know; the records around it apply."""
+
+    partition: int
+    offset: int
+    key_type: int
+    #: the value's version prefix; -1 for a tombstone or a value too short to have one
+    value_version: int
+    #: "key_type" (the key type is unknown) or "value_version" (the version is)
+    what: str
+
+
 @dataclass(slots=True)
 class PipelineStats:
     """Self-metrics of the pipeline. Times are epoch milliseconds (0 = never), durations seconds."""
@@ -61,6 +81,10 @@ class PipelineStats:
     decode_errors_total: dict[str, int] = field(default_factory=dict)
     #: records set aside (undecodable or inconsistent) instead of being applied
     quarantined_total: int = 0
+    #: (key type, value version) -> records of a type or version the decoder does not know
+    unknown_total: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: the latest of them, by partition and offset
+    unknown_seen: deque[UnknownSeen] = field(default_factory=lambda: deque(maxlen=UNKNOWN_KEPT))
     #: main-loop iterations that raised (the daemon logs, backs off and carries on)
     loop_errors_total: int = 0
     #: `__consumer_offsets` partition -> next offset to read
@@ -105,6 +129,11 @@ class PipelineStats:
         """Count a decode error by `DecodeError.kind`."""
         self.decode_errors_total[reason] = self.decode_errors_total.get(reason, 0) + n
 
+    def note_unknown(self, seen: UnknownSeen) -> None:
+        key = (seen.key_type, seen.value_version)
+        self.unknown_total[key] = self.unknown_total.get(key, 0) + 1
+        self.unknown_seen.append(seen)
+
     def set_position(self, partition: int, position: int) -> None:
         self.source_position[partition] = position
 
@@ -127,6 +156,9 @@ class PipelineStats:
 
     def errors(self) -> dict[str, int]:
         return self.decode_errors_total.copy()
+
+    def unknown(self) -> tuple[dict[tuple[int, int], int], list[UnknownSeen]]:
+        return self.unknown_total.copy(), list(self.unknown_seen)
 
     def source(self) -> list[SourcePartition]:
         """Every known source partition, by partition number."""

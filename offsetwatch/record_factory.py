@@ -26,6 +26,7 @@ from offsetwatch.decoder.records import (
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
+    CurrentTaskIds,
     GroupKey,
     GroupMemberKey,
     GroupMetadataKey,
@@ -34,9 +35,18 @@ from offsetwatch.decoder.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    StreamsGroupCurrentMemberAssignmentValue,
+    StreamsGroupMemberMetadataValue,
+    StreamsGroupMetadataValue,
+    StreamsGroupTargetAssignmentMemberValue,
+    StreamsGroupTargetAssignmentMetadataValue,
+    StreamsGroupTopologyValue,
+    Subtopology,
+    TaskIds,
     TopicMetadata,
     TopicPartitions,
 )
+from offsetwatch.decoder.records import KeyValue as ConfigEntry
 
 KeyValue = tuple[bytes, bytes | None]
 
@@ -183,3 +193,64 @@ class RecordFactory:
                 )
             )
         return out
+
+    def streams_group(
+        self, group: str, epoch: int, members: list[Member], topic: str
+    ) -> list[KeyValue]:
+        """The records a 4.4 coordinator writes for a stable streams group (KIP-1071) whose
+        topology is one subtopology ("0") reading `topic`: each member runs the tasks of the
+        partitions its `assignment` names (task `0_P` reads partition P)."""
+        out = []
+        for m in members:
+            value = StreamsGroupMemberMetadataValue(
+                instance_id=None,
+                rack_id=None,
+                client_id=m.client_id,
+                client_host=m.host,
+                rebalance_timeout_ms=300_000,
+                topology_epoch=0,
+                process_id=_process_id(m.member_id),
+                user_endpoint=None,
+                client_tags=(),
+            )
+            out.append(self._encode(19, GroupMemberKey(group, m.member_id), 0, value))
+        source = Subtopology("0", (topic,), (), (), (), (), ())
+        out.append(self._encode(23, GroupKey(group), 0, StreamsGroupTopologyValue(0, (source,))))
+        configs = (ConfigEntry("num.standby.replicas", "0"),)
+        metadata = StreamsGroupMetadataValue(
+            epoch=epoch,
+            metadata_hash=0,
+            validated_topology_epoch=0,
+            assignment_configs=configs,
+            stored_description_topology_epoch=-1,
+            failed_description_topology_epoch=-1,
+        )
+        out.append(self._encode(17, GroupKey(group), 0, metadata))
+        for m in members:
+            tasks = tuple(TaskIds("0", ps) for t, ps in m.assignment if t == topic)
+            out.append(
+                self._encode(
+                    21,
+                    GroupMemberKey(group, m.member_id),
+                    0,
+                    StreamsGroupTargetAssignmentMemberValue(tasks, (), ()),
+                )
+            )
+        out.append(
+            self._encode(
+                20, GroupKey(group), 0, StreamsGroupTargetAssignmentMetadataValue(epoch, 0)
+            )
+        )
+        for m in members:
+            current = tuple(CurrentTaskIds("0", ps, None) for t, ps in m.assignment if t == topic)
+            value22 = StreamsGroupCurrentMemberAssignmentValue(
+                epoch, epoch - 1, 1, current, (), (), (), (), ()
+            )
+            out.append(self._encode(22, GroupMemberKey(group, m.member_id), 0, value22))
+        return out
+
+
+def _process_id(member_id: str) -> str:
+    """A stable UUID-shaped process id per simulated instance."""
+    digest = hashlib.sha256(member_id.encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"

@@ -6,7 +6,8 @@ exporter must tell apart: healthy, lagging, stalled, stopped, rewound, deleted, 
 caught-up consumer, a KIP-848 consumer group and a transactional committer (optionally one
 aborted transaction in three, whose offsets must never count); and two the diagnosis must
 explain: one member of three that stops progressing while the other two go on, and a group in
-a rebalance storm (an instance that crashes and rejoins every few seconds). And share groups
+a rebalance storm (an instance that crashes and rejoins every few seconds); a streams group
+(KIP-1071) whose second Kafka Streams instance hangs on its tasks. And share groups
 (KIP-932 queues), one per queue status, from offsetwatch.share_simulator.
 """
 
@@ -71,6 +72,12 @@ DEFAULT_PLANS: Final = (
         "STALL, stuck_member: enricher-2 (p 2, 5)",
     ),
     GroupPlan("search-indexer", "storm", "payments", "STALL, rebalance_storm"),
+    GroupPlan(
+        "wordcount-streams",
+        "streams-stuck-task",
+        "orders",
+        "streams group: STALL, stuck_member: wordcount-1, tasks 0_1, 0_3, 0_5",
+    ),
     GroupPlan("jobs-queue", "share-poison", "orders", "share: WARN, poison_records (p 0, 3)"),
     GroupPlan("emails-queue", "share-lagging", "payments", "share: WARN, backlog growing"),
     GroupPlan("thumbnails-queue", "share-stuck", "payments", "share: STALL, start offset stuck"),
@@ -228,9 +235,21 @@ class ClusterSimulator:
                        ((plan.topic, tuple(p for p in range(n) if p % 3 == i)),))
                 for i in range(3)
             ]  # fmt: skip
+        if plan.behaviour == "streams-stuck-task":
+            # two Kafka Streams instances; the second's stream thread hangs on its tasks
+            members = [
+                Member(f"wordcount-{i}-{plan.group}", f"wordcount-{i}-StreamThread-1-consumer",
+                       f"/10.3.0.{i + 1}",
+                       ((plan.topic, tuple(p for p in range(n) if p % 2 == i)),))
+                for i in range(2)
+            ]  # fmt: skip
         if not run.consumed:
             run.consumed = {p: float(ends[p]) for p in range(n)}
-            if plan.behaviour == "kip848":
+            if plan.behaviour == "streams-stuck-task":
+                self._write(
+                    plan.group, self.factory.streams_group(plan.group, 2, members, plan.topic)
+                )
+            elif plan.behaviour == "kip848":
                 self._write(
                     plan.group,
                     self.factory.consumer_group(plan.group, 3, members, {plan.topic: n}),
@@ -254,7 +273,9 @@ class ClusterSimulator:
             elif behaviour == "lagging":
                 topic_rate = next(t.rate for t in self.topics if t.name == plan.topic)
                 run.consumed[p] = min(float(ends[p]), run.consumed[p] + 0.5 * topic_rate)
-            elif behaviour == "stuck-member" and p % 3 != 2:
+            elif (behaviour == "stuck-member" and p % 3 != 2) or (
+                behaviour == "streams-stuck-task" and p % 2 == 0
+            ):
                 run.consumed[p] = float(ends[p])
             elif behaviour == "rewind":
                 # an offset reset every minute, then re-processing faster than production

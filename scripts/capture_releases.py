@@ -5,7 +5,10 @@
 For each release (default: the whole matrix of scripts/kafka/versions.toml) a broker of that
 release (one `__consumer_offsets` partition, so one small log) takes real clients' work: a
 simple commit with metadata, a classic member, a KIP-848 member (4.0+: 3.9's early access is
-not joinable by librdkafka), a committed and an aborted transactional commit, a deleted group.
+not joinable by librdkafka), a committed and an aborted transactional commit, a deleted group,
+and on 4.1+ a real Kafka Streams application (tests/StreamsApp.java: two subtopologies, a
+repartition and a changelog topic) that runs, commits and leaves (streams-group keys 17, 19-23
+and their tombstones).
 The broker is stopped (its segments flushed) and OUT/VERSION receives:
 
 * `__consumer_offsets-0/<base>.log`: the segment files;
@@ -24,8 +27,9 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -45,14 +49,26 @@ def capture(version: str, out: Path) -> Path:
         _consume_and_commit,
         _transactional_commits,
     )
-    from tests.real_broker import kip848_groups, run_tool, start_broker, stop_broker, unique
+    from tests.real_broker import (
+        group_kind_properties,
+        kip848_groups,
+        run_tool,
+        start_broker,
+        stop_broker,
+        test_kafka,
+        unique,
+    )
+    from tests.streams_app import STREAMS_TUNING, compile_app
 
     target = out / version
     if target.exists():
         shutil.rmtree(target)
     work = Path(tempfile.mkdtemp(prefix=f"capture-{version}-"))
     try:
-        broker = start_broker(work / "broker", *SETTINGS)
+        streams = test_kafka().at_least("4.1")
+        extra = (*group_kind_properties("streams"), *STREAMS_TUNING) if streams else ()
+        classes = compile_app(work / "streams-classes") if streams else None
+        broker = start_broker(work / "broker", *SETTINGS, *extra)
         try:
             topic = unique("capture")
             broker.create_topic(topic, 2)
@@ -72,6 +88,8 @@ def capture(version: str, out: Path) -> Path:
                     broker, groups["kip848"], topic, 6, **{"group.protocol": "consumer"}
                 )
             _transactional_commits(broker, groups["transactional"], topic)
+            if classes is not None:
+                groups["streams"] = _streams_application(broker, classes, work, topic)
             broker.commit(groups["deleted"], {(topic, 0): 1})
             admin = broker.admin()
             admin.delete_consumer_groups([groups["deleted"]], request_timeout=30)[
@@ -93,6 +111,36 @@ def capture(version: str, out: Path) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _streams_application(broker: Any, classes: Path, work: Path, topic: str) -> str:
+    """A streams group's whole life: join, assign, commit what it read, leave."""
+    from tests.real_broker import unique
+    from tests.streams_app import start_instance
+
+    application = unique("streams")
+    sink = unique("counts")
+    broker.create_topic(sink, 2)
+    app = start_instance(
+        classes, broker.bootstrap, application, "count", topic, sink, work, "capture-app"
+    )
+    try:
+        app.wait_running()
+        # the six records of the topic read and committed: the group's offsets equal the ends
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            committed = broker.committed(application)
+            if {key: at for key, at in committed.items() if key[0] == topic} == {
+                (topic, 0): 3,
+                (topic, 1): 3,
+            }:
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"{application} did not commit {topic} within 120 s")
+    finally:
+        app.stop()
+    return application
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 // recent log end against its consumed position and of its lag in seconds, every partition
 // with its owner, the members and their assignments, and recent rebalances. A share group
 // (KIP-932 queue) shows its share partitions instead: start offset, log end, lag, records by
-// delivery state, delivery counts, poison records, and a bar per partition picturing them.
+// delivery state, delivery counts, poison records, and a bar per partition picturing them. A
+// streams group (KIP-1071) shows its topology and, per member, its process and tasks.
 
 import { lineChart, shareBar } from "./chart.js";
 import {
@@ -60,7 +61,50 @@ function partitionsTable(partitions) {
   return [table, note];
 }
 
+/** `0_1, 0_2` for the tasks of one kind (subtopology 0, partitions 1 and 2), or "–". */
+function taskIds(tasks) {
+  const ids = tasks.flatMap((t) => t.partitions.map((p) => `${t.subtopology}_${p}`));
+  return ids.length ? ids.join(", ") : "–";
+}
+
+/** A streams group's members run tasks: each with its process, its active, standby and
+ * warmup tasks (as Kafka Streams names them), and the partitions those tasks read. */
+function streamsMembersTable(members) {
+  if (!members.length) return el("p", { class: "muted" }, "No members: no instance runs now.");
+  return el("table", { id: "members" },
+    el("thead", {}, el("tr", {}, ["Member", "Client id", "Process", "Active tasks",
+      "Standby", "Warmup", "Reads"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, members.map((m) => el("tr", { "data-member": m.member_id },
+      el("td", { class: "mono" }, m.member_id),
+      el("td", {}, m.client_id),
+      el("td", { class: "mono" }, m.tasks.process_id || "–"),
+      el("td", { "data-col": "active" }, taskIds(m.tasks.active)),
+      el("td", { "data-col": "standby" }, taskIds(m.tasks.standby)),
+      el("td", { "data-col": "warmup" }, taskIds(m.tasks.warmup)),
+      el("td", {}, m.assignment.length
+        ? m.assignment.map((a) => el("div", {}, `${a.topic}: ${a.partitions.join(", ")}`))
+        : "nothing assigned")))));
+}
+
+/** The topology of a streams group: per subtopology, what it reads, writes and keeps. */
+function topologySection(topology) {
+  const list = (topics) => topics.length ? topics.join(", ") : "–";
+  return el("section", { id: "topology", "aria-labelledby": "topology-title" },
+    el("h2", { id: "topology-title" },
+      `Topology (epoch ${topology.epoch}, ${topology.subtopologies.length} subtopologies)`),
+    el("table", { id: "subtopologies" },
+      el("thead", {}, el("tr", {}, ["Subtopology", "Source topics", "Repartition sources",
+        "Repartition sinks", "Changelogs"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, topology.subtopologies.map((s) => el("tr", { "data-subtopology": s.subtopology },
+        el("td", {}, s.subtopology),
+        el("td", {}, list(s.source_topics)),
+        el("td", {}, list(s.repartition_source_topics)),
+        el("td", {}, list(s.repartition_sink_topics)),
+        el("td", {}, list(s.changelog_topics)))))));
+}
+
 function membersTable(members) {
+  if (members.some((m) => m.tasks)) return streamsMembersTable(members);
   if (!members.length) return el("p", { class: "muted" }, "No members: nobody consumes now.");
   return el("table", { id: "members" },
     el("thead", {}, el("tr", {}, ["Member", "Client id", "Host", "Instance", "Assignment"]
@@ -236,6 +280,7 @@ export function mountGroup(main, group) {
       el("h2", {}, "History"),
       charts(history),
       detail.share ? shareSection(detail.share) : null,
+      detail.topology ? topologySection(detail.topology) : null,
       // a share group commits no offsets: its table of committed partitions is left out
       ...(detail.share && !detail.partitions.length ? [] : [
         el("h2", {}, `Partitions (${detail.partitions.length})`),

@@ -149,11 +149,15 @@ def list_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
     try:
         listings = broker.list_groups()
         if args.exporter:
-            from offsetwatch.offset_ops.describe import exporter_share_groups
+            from offsetwatch.offset_ops.describe import exporter_groups
 
-            known = {x.group_id for x in listings}
-            shares = [x for x in exporter_share_groups(args.exporter) if x.group_id not in known]
-            listings = sorted([*listings, *shares], key=lambda x: x.group_id)
+            # a streams group's commits make librdkafka list it as an empty classic group
+            extra = exporter_groups(args.exporter)
+            theirs = {x.group_id for x in extra}
+            listings = sorted(
+                [*(x for x in listings if x.group_id not in theirs), *extra],
+                key=lambda x: x.group_id,
+            )
     except Unsupported as error:
         raise UsageError(f"{error}: name the groups, `offsetwatch groups describe GROUP`") from None
     except OffsetOpsError as error:
@@ -172,7 +176,7 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
     from offsetwatch.offset_ops import OffsetOpsError, Unsupported
     from offsetwatch.offset_ops.describe import (
         build_reports,
-        exporter_share_groups,
+        exporter_groups,
         fetch_exporter,
     )
 
@@ -183,7 +187,7 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
             except Unsupported as error:
                 raise UsageError(f"{error}: --all-groups needs it; name the groups") from None
             if args.exporter:
-                shares = [x.group_id for x in exporter_share_groups(args.exporter)]
+                shares = [x.group_id for x in exporter_groups(args.exporter)]
                 group_ids = sorted({*group_ids, *shares})
         else:
             group_ids = list(dict.fromkeys(args.groups))
@@ -201,7 +205,9 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
     unknown = [r.group_id for r in reports if not r.exists and not args.all_groups]
     if unknown:
         hint = (
-            "" if args.exporter else " (a share group? give --exporter URL of `offsetwatch export`)"
+            ""
+            if args.exporter
+            else " (a share or streams group? give --exporter URL of `offsetwatch export`)"
         )
         raise UsageError(f"unknown group {unknown[0]!r}: no members and no committed offsets{hint}")
     if any(r.info is None for r in reports):
@@ -229,8 +235,32 @@ def _describe_output(args: argparse.Namespace, reports: list[GroupReport]) -> st
     if args.format == "json" and not (args.members or args.state):
         return r.json_text([r.report_json(report, with_exporter) for report in reports])
     if args.members:
-        rows = [row for report in reports for row in r.members_rows(report)]
-        return r.render(args.format, r.MEMBERS_HEADER, rows)
+        streams = [x for x in reports if x.info is not None and x.info.type == "STREAMS"]
+        others = [x for x in reports if x not in streams]
+        # streams members run tasks: kafka-streams-groups.sh's own columns, in their own table
+        out = []
+        if others or not streams:
+            rows = [row for report in others for row in r.members_rows(report)]
+            out.append(r.render(args.format, r.MEMBERS_HEADER, rows))
+        if streams:
+            rows = [row for report in streams for row in r.streams_members_rows(report)]
+            out.append(r.render(args.format, r.STREAMS_MEMBERS_HEADER, rows))
+        if args.format == "json" and len(out) == 2:
+            return r.json_text(
+                [
+                    *(
+                        dict(zip(map(r.json_key, r.MEMBERS_HEADER), row, strict=True))
+                        for report in others
+                        for row in r.members_rows(report)
+                    ),
+                    *(
+                        dict(zip(map(r.json_key, r.STREAMS_MEMBERS_HEADER), row, strict=True))
+                        for report in streams
+                        for row in r.streams_members_rows(report)
+                    ),
+                ]
+            )
+        return "\n".join(out)
     if args.state:
         return r.render(args.format, r.STATE_HEADER, [r.state_row(report) for report in reports])
     header = r.offsets_header(with_exporter)

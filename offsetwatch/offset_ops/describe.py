@@ -105,10 +105,37 @@ def _share_rows(share: Mapping[str, Any]) -> list[ShareRow]:
     return sorted(rows, key=lambda row: (row.topic, row.partition))
 
 
-def _share_info(broker_info: GroupInfo | None, exporter: Mapping[str, Any]) -> GroupInfo:
-    """A share group as the exporter sees it (members and state from `__consumer_offsets`):
-    confluent-kafka has no ShareGroupDescribe and answers DEAD for a share group; only its
-    coordinator is right."""
+#: the group kinds confluent-kafka can neither list nor describe (it answers DEAD, CLASSIC):
+#: only a running exporter, which reads their records in `__consumer_offsets`, knows them
+EXPORTER_KINDS = ("SHARE", "STREAMS")
+
+
+def _task_text(tasks: Mapping[str, Any]) -> str:
+    """kafka-streams-groups.sh's ASSIGNMENTS: `ACTIVE: 0:[0,1,2]; TARGET-ACTIVE: 0:[0,1,2];`."""
+    parts = []
+    for key, label in (
+        ("active", "ACTIVE"),
+        ("standby", "STANDBY"),
+        ("warmup", "WARMUP"),
+        ("target_active", "TARGET-ACTIVE"),
+        ("target_standby", "TARGET-STANDBY"),
+        ("target_warmup", "TARGET-WARMUP"),
+    ):
+        listed = tasks.get(key) or []
+        if listed:
+            each = " ".join(
+                f"{t['subtopology']}:[{','.join(str(p) for p in t['partitions'])}];" for t in listed
+            )
+            parts.append(f"{label}: {each}")
+    return " ".join(parts)
+
+
+def _exporter_info(
+    broker_info: GroupInfo | None, exporter: Mapping[str, Any], kind: str
+) -> GroupInfo:
+    """A share or streams group as the exporter sees it (members and state from
+    `__consumer_offsets`): confluent-kafka has no ShareGroupDescribe nor StreamsGroupDescribe
+    and answers DEAD for such a group; only its coordinator is right."""
     members = tuple(
         MemberInfo(
             str(m["member_id"]),
@@ -120,15 +147,17 @@ def _share_info(broker_info: GroupInfo | None, exporter: Mapping[str, Any]) -> G
                     (a["topic"], int(p)) for a in m.get("assignment", []) for p in a["partitions"]
                 )
             ),
+            process_id=(m.get("tasks") or {}).get("process_id"),
+            tasks=None if m.get("tasks") is None else _task_text(m["tasks"]),
         )
         for m in exporter.get("members", [])
     )
     return GroupInfo(
         group_id=str(exporter["group"]),
-        type="SHARE",
+        type=kind,
         state=str(exporter.get("state") or "UNKNOWN").upper(),
         coordinator=broker_info.coordinator if broker_info is not None else "",
-        assignor="",
+        assignor=str(exporter.get("protocol") or ""),
         is_simple=False,
         members=members,
     )
@@ -161,6 +190,15 @@ def build_reports(
     else:
         named = None
     shares = {g for g, x in (exporter or {}).items() if x.get("kind") == "SHARE" and "share" in x}
+    streams = {g for g, x in (exporter or {}).items() if x.get("kind") == "STREAMS"}
+    if infos is not None:
+        # a streams group's offsets are plain commits; its members only the exporter knows
+        infos = {
+            g: _exporter_info(info, (exporter or {})[g], "STREAMS") if g in streams else info
+            for g, info in infos.items()
+        }
+    elif streams:
+        infos = {g: _exporter_info(None, (exporter or {})[g], "STREAMS") for g in streams}
     committed = broker.committed({group: named for group in group_ids if group not in shares})
     owners: dict[str, dict[TopicPartitionKey, MemberInfo]] = {}
     for group in group_ids:
@@ -194,7 +232,8 @@ def build_reports(
         info = None if infos is None else infos.get(group)
         if group in shares:
             share = [r for r in _share_rows(extra["share"]) if not topics or r.topic in topics]
-            reports.append(GroupReport(group, _share_info(info, extra), [], dict(extra), share))
+            share_info = _exporter_info(info, extra, "SHARE")
+            reports.append(GroupReport(group, share_info, [], dict(extra), share))
             continue
         reports.append(GroupReport(group, info, rows, dict(extra)))
     return reports
@@ -214,9 +253,10 @@ def _exporter_group(url: str, group: str) -> dict[str, Any] | None:
         raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
 
 
-def exporter_share_groups(url: str) -> list[GroupListing]:
-    """The share groups a running `offsetwatch export` knows (from `__consumer_offsets`):
-    confluent-kafka lists only classic and consumer groups (ListGroups without types)."""
+def exporter_groups(url: str) -> list[GroupListing]:
+    """The share and streams groups a running `offsetwatch export` knows (from
+    `__consumer_offsets`): confluent-kafka lists only classic and consumer groups (ListGroups
+    without types)."""
     address = f"{url.rstrip('/')}/api/v1/groups"
     try:
         with urllib.request.urlopen(address, timeout=30) as response:
@@ -226,9 +266,11 @@ def exporter_share_groups(url: str) -> list[GroupListing]:
     except (urllib.error.URLError, OSError, ValueError) as error:
         raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
     return [
-        GroupListing(str(g["group"]), "SHARE", str(g.get("state") or "UNKNOWN").upper(), False)
+        GroupListing(
+            str(g["group"]), str(g["kind"]), str(g.get("state") or "UNKNOWN").upper(), False
+        )
         for g in groups
-        if g.get("kind") == "SHARE"
+        if g.get("kind") in EXPORTER_KINDS
     ]
 
 

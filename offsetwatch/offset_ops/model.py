@@ -58,6 +58,10 @@ class MemberInfo:
     host: str
     instance_id: str | None
     assignment: tuple[TopicPartitionKey, ...]
+    #: streams members: their process and tasks as kafka-streams-groups.sh prints them
+    #: (`ACTIVE: 0:[0,1]; STANDBY: 1:[2]`), from the exporter
+    process_id: str | None = None
+    tasks: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

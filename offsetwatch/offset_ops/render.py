@@ -203,6 +203,19 @@ def members_rows(report: GroupReport) -> list[list[Cell]]:
     ]
 
 
+# kafka-streams-groups.sh --describe --members: a member runs tasks (subtopology:[partitions])
+STREAMS_MEMBERS_HEADER = ("GROUP", "MEMBER", "PROCESS", "CLIENT-ID", "ASSIGNMENTS")
+
+
+def streams_members_rows(report: GroupReport) -> list[list[Cell]]:
+    if report.info is None:
+        return []
+    return [
+        [report.group_id, m.member_id, m.process_id, m.client_id, m.tasks or None]
+        for m in report.info.members
+    ]
+
+
 STATE_HEADER = (
     "GROUP",
     "COORDINATOR (ID)",
@@ -252,6 +265,16 @@ def report_json(report: GroupReport, with_exporter: bool) -> dict[str, Any]:
             dict(zip(map(json_key, MEMBERS_HEADER), row, strict=True))
             for row in members_rows(report)
         ],
+        **(
+            {
+                "streams_members": [
+                    dict(zip(map(json_key, STREAMS_MEMBERS_HEADER), row, strict=True))
+                    for row in streams_members_rows(report)
+                ]
+            }
+            if info is not None and info.type == "STREAMS"
+            else {}
+        ),
         "partitions": [
             dict(zip(keys, row, strict=True)) for row in offsets_rows(report, with_exporter)
         ],

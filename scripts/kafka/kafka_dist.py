@@ -1,7 +1,8 @@
 """Apache Kafka releases from Maven Central, resolved by Maven into a local cache.
 
 A release is the jars of `kafka_2.13` and `kafka-tools` with their dependencies (what the
-binary distribution's `libs/` holds for a broker and the CLI tools), a logging backend, and
+binary distribution's `libs/` holds for a broker and the CLI tools), `kafka-streams` for the
+releases with streams groups (4.1+: the tests run real Streams applications), a logging backend, and
 two small configuration files. Every jar is checked against `libs.sha256`; nothing of Kafka is
 vendored in the repository. Standard library only: the launcher runs before any venv exists.
 
@@ -95,6 +96,12 @@ class Catalog:
     log4j2_lines: tuple[str, ...]
     log4j2_version: str
     log4j2_artifacts: tuple[str, ...]
+    streams_lines: tuple[str, ...]
+    streams_artifacts: tuple[str, ...]
+
+    def has_streams(self, version: str) -> bool:
+        """Whether the release has streams groups, so its cache holds Kafka Streams too."""
+        return line_of(version) in self.streams_lines
 
     def resolve(self, wanted: str | None) -> str:
         """A supported version: exact (`4.1.2`), or a line (`4.1`, its tested patch)."""
@@ -135,6 +142,8 @@ def catalog() -> Catalog:
         log4j2_lines=tuple(log4j2["lines"]),
         log4j2_version=str(log4j2["version"]),
         log4j2_artifacts=tuple(log4j2["artifacts"]),
+        streams_lines=tuple(data["streams"]["lines"]),
+        streams_artifacts=tuple(data["streams"]["artifacts"]),
     )
 
 
@@ -265,6 +274,8 @@ def _pom(books: Catalog, version: str) -> str:
         )
 
     wanted = [dependency(c, version) for c in books.artifacts]
+    if books.has_streams(version):
+        wanted += [dependency(c, version) for c in books.streams_artifacts]
     managed: list[str] = []
     if books.logging(version) == "log4j2":
         pinned = [dependency(c, books.log4j2_version) for c in books.log4j2_artifacts]

@@ -66,3 +66,17 @@ def test_the_capture_decodes_as_its_releases_dump_log(
     types = {r["type"] for r in canonical}
     assert ("consumer_group_partition_metadata" in types) == (line == (4, 0)), release
     assert ("consumer_group_metadata" in types) == (line >= (4, 0)), release
+    # 4.1+: a real Kafka Streams application's whole life (KIP-1071 keys 17 and 19-23, then
+    # the tombstones of its leaving member), every layout of each release
+    streams = {
+        "streams_group_metadata",
+        "streams_group_member_metadata",
+        "streams_group_target_assignment_metadata",
+        "streams_group_target_assignment_member",
+        "streams_group_current_member_assignment",
+        "streams_group_topology",
+    }
+    assert (streams <= types) == (line >= (4, 1)), release
+    if line >= (4, 1):
+        left = {r["type"] for r in canonical if r["type"] in streams and r["value"] is None}
+        assert "streams_group_member_metadata" in left, release

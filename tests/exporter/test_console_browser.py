@@ -227,6 +227,35 @@ def test_group_detail_status_per_behaviour(
         expect(page.locator("main")).to_contain_text("No members")
 
 
+def test_streams_group_page_shows_topology_tasks_and_the_blamed_task(
+    page: Any, demo: tuple[DemoStack, str]
+) -> None:
+    """The demo's streams group (KIP-1071): kind STREAMS in the list; its page shows the
+    topology and each instance's process and tasks, and the diagnosis blames the instance
+    whose tasks hang, by task."""
+    _, url = demo
+    page.goto(url + "/groups")
+    row = page.locator('tr[data-group="wordcount-streams"]')
+    expect(row.locator('[data-col="kind"]')).to_have_text("STREAMS", timeout=WAIT_MS)
+    page.goto(url + "/groups/wordcount-streams")
+    expect(page.locator("h1 .status")).to_have_text(re.compile("STALL$"), timeout=WAIT_MS)
+    expect(page.locator("#group-facts")).to_contain_text("STREAMS / STABLE")
+    expect(page.locator("#subtopologies tbody tr")).to_have_count(1)
+    expect(page.locator('#subtopologies tr[data-subtopology="0"]')).to_contain_text("orders")
+    members = page.locator("#members tbody tr")
+    expect(members).to_have_count(2)
+    detail = page.request.get(url + "/api/v1/groups/wordcount-streams").json()
+    for member in detail["members"]:
+        cells = page.locator(f'#members tr[data-member="{member["member_id"]}"]')
+        expect(cells.locator('[data-col="active"]')).to_have_text(
+            ", ".join(member["tasks"]["active_task_ids"])
+        )
+        expect(cells).to_contain_text(member["tasks"]["process_id"])
+    expect(page.locator("#diagnosis")).to_contain_text("stuck_member", timeout=WAIT_MS)
+    expect(page.locator("#diagnosis-reason")).to_contain_text("tasks 0_1, 0_3, 0_5")
+    expect(page.locator("#diagnosis-reason")).to_contain_text("wordcount-1")
+
+
 def test_unknown_group_is_a_404_page(page: Any, demo: tuple[DemoStack, str]) -> None:
     _, url = demo
     response = page.goto(url + "/groups/no-such-group")
