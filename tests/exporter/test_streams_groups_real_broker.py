@@ -203,11 +203,16 @@ def _streams_tool(broker: Broker, *args: str) -> list[dict[str, str]]:
     )
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if not lines:
+    # the table: its header, then the rows of the group (4.1's tool also prints log lines)
+    header = next((i for i, line in enumerate(lines) if line.startswith("GROUP ")), None)
+    if header is None:
         return []
-    columns = [(m.group(0), m.start()) for m in _COLUMN.finditer(lines[0])]
+    group = args[args.index("--group") + 1]
+    columns = [(m.group(0), m.start()) for m in _COLUMN.finditer(lines[header])]
     rows = []
-    for line in lines[1:]:
+    for line in lines[header + 1 :]:
+        if not line.startswith(group + " "):
+            continue
         ends = [start for _name, start in columns[1:]] + [len(line)]
         rows.append(
             {
