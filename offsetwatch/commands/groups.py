@@ -24,17 +24,21 @@ DESCRIPTION = """\
 Look at consumer groups, classic and KIP-848 (group.protocol=consumer) alike: their state,
 members and, per partition, the committed offset, the log end and the lag.
 
-Share groups (KIP-932) come from a running `offsetwatch export` (--exporter): confluent-kafka
-can neither list nor describe them. Per share partition: the group's START-OFFSET (from
-__share_group_state; Kafka 4.0's kafka-share-groups.sh prints the log end there), records
-acknowledged, archived and available past it, and LAG = log end - start - acknowledged -
-archived (KIP-1226)."""
+Share groups (KIP-932) and streams groups (KIP-1071, Kafka Streams with group.protocol=streams)
+come from a running `offsetwatch export` (--exporter): confluent-kafka can neither list nor
+describe them (it calls a streams group an empty classic one). A streams group's offsets are
+plain commits; --members prints each member's process and tasks (ACTIVE: 0:[0,1]) like
+kafka-streams-groups.sh --describe --members --verbose.
+Per share partition: the group's START-OFFSET (from __share_group_state; Kafka 4.0's
+kafka-share-groups.sh prints the log end there), records acknowledged, archived and available
+past it, and LAG = log end - start - acknowledged - archived (KIP-1226)."""
 
 LIST_EPILOG = f"""\
 examples:
   offsetwatch groups list --bootstrap-server broker1:9092
   offsetwatch groups list --format csv > groups.csv
-  # share groups too (TYPE SHARE), as a running `offsetwatch export` knows them
+  # share and streams groups too (TYPE SHARE, STREAMS), as a running `offsetwatch export`
+  # knows them
   offsetwatch groups list --exporter http://localhost:9380
 
 {CONNECTION_HELP}
@@ -74,14 +78,16 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         "list",
         help="every consumer group with its type and state",
         description="Every consumer group of the cluster with its type (CLASSIC, CONSUMER) "
-        "and state; with --exporter, the share groups it knows too (SHARE).",
+        "and state; with --exporter, the share and streams groups it knows too (SHARE, "
+        "STREAMS).",
         epilog=LIST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     listing.add_argument(
         "--exporter",
         metavar="URL",
-        help="a running `offsetwatch export` (http://host:9380): adds the share groups it knows",
+        help="a running `offsetwatch export` (http://host:9380): adds the share and streams "
+        "groups it knows",
     )
     _add_format(listing)
     add_connection(listing)
