@@ -16,7 +16,7 @@ from typing import Final
 
 import pytest
 
-from tests.real_broker import client_classpath, require_broker, test_kafka
+from tests.real_broker import client_classpath, kafka_dist, require_broker, test_kafka
 
 SOURCE: Final = Path(__file__).with_name("StreamsApp.java")
 #: generous: up to 8 engineers share 2 cores, and a Streams JVM starts in seconds of a core
@@ -66,11 +66,9 @@ def compile_app(into: Path) -> Path:
 
 
 def _log_options() -> list[str]:
-    config = test_kafka().libs.parent / "config"
-    quiet = config / "tools-log4j2.properties"
-    if quiet.exists():
-        return [f"-Dlog4j2.configurationFile={quiet}"]
-    return [f"-Dlog4j.configuration=file:{config / 'tools-log4j.properties'}"]
+    # the quiet logging of Kafka's own tools, from the same release
+    kafka = test_kafka()
+    return kafka_dist.Release(kafka.version, kafka.libs.parent).tool_log_options()
 
 
 @dataclass(slots=True)

@@ -110,7 +110,7 @@ def _share_rows(share: Mapping[str, Any]) -> list[ShareRow]:
 EXPORTER_KINDS = ("SHARE", "STREAMS")
 
 
-def _task_text(tasks: Mapping[str, Any]) -> str:
+def task_text(tasks: Mapping[str, Any]) -> str:
     """kafka-streams-groups.sh's ASSIGNMENTS: `ACTIVE: 0:[0,1,2]; TARGET-ACTIVE: 0:[0,1,2];`."""
     parts = []
     for key, label in (
@@ -148,7 +148,7 @@ def _exporter_info(
                 )
             ),
             process_id=(m.get("tasks") or {}).get("process_id"),
-            tasks=None if m.get("tasks") is None else _task_text(m["tasks"]),
+            tasks=None if m.get("tasks") is None else task_text(m["tasks"]),
         )
         for m in exporter.get("members", [])
     )

@@ -30,14 +30,11 @@ under CI=true, without a JDK).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,14 +48,18 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from offsetwatch.cli import main as cli_main
-from offsetwatch.exporter.api import group_detail
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.share_snapshot import ShareStatusConfig
+from tests.exporter.stepped_exporter import (
+    Watched,
+    offsetwatch_json,
+    tool_table,
+    until,
+    watch,
+)
 from tests.real_broker import (
     Broker,
     broker_script,
@@ -86,8 +87,6 @@ TUNING: Final = (
     "group.share.session.timeout.ms=6000",
     "share.coordinator.state.topic.num.partitions=1",
 )
-#: generous: up to 8 engineers share 2 cores
-DEADLINE_S: Final = 120.0
 DRIVER: Final = Path(__file__).with_name("ShareDriver.java")
 
 
@@ -189,52 +188,14 @@ def driver(broker: Broker, compiling: Compiling) -> Iterator[Driver]:
     d.process.wait(60)
 
 
-@dataclass(slots=True)
-class Watched:
-    exporter: Exporter
-    sampler: LogEndSampler
-
-    def step(self) -> None:
-        self.exporter.step()
-        # the sampler's round on the test's thread: log ends and unknown topic ids
-        self.sampler.sample_once()
-        self.exporter.step()
-
-    def detail(self, group: str) -> dict[str, Any] | None:
-        exp = self.exporter
-        return group_detail(exp.build_snapshot(exp.clock_ms()), group)
-
-
 @pytest.fixture(scope="module")
 def watched(broker: Broker) -> Iterator[Watched]:
     exp = Exporter(ExporterConfig(bootstrap_servers=broker.bootstrap))
     # records available again after 2 deliveries count as redelivered again and again
     exp.builder.share_config = ShareStatusConfig(delivery_limit=LIMIT, redelivery_warn=2)
     exp.open()
-    sampler = LogEndSampler(
-        exp.kafka_config(),
-        partitions=exp.tracked_partitions,
-        on_sample=exp.on_sample,
-        topic_ids=exp.topic_id_names.unknown_ids,
-        on_topic_names=exp.topic_id_names.offer,
-    )
-    yield Watched(exp, sampler)
+    yield watch(exp)
     exp.close()
-
-
-def _until(
-    condition: Callable[[], Any], what: str | Callable[[], str], step: Callable[[], object]
-) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        step()
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(
-                f"not within {DEADLINE_S:g} s: {what if isinstance(what, str) else what()}"
-            )
 
 
 def _row(
@@ -275,7 +236,7 @@ def _row(
             f"share positions {dict(exp.share_ingestor.positions)})"
         )
 
-    _until(matches, what, watched.step)
+    until(matches, what, watched.step)
     return found
 
 
@@ -331,36 +292,11 @@ def _tool(broker: Broker, name: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _answer(process: subprocess.Popen[str]) -> list[dict[str, str]]:
-    """A tool's table, a row per line keyed by its header's column names.
-
-    Kafka's tools pad each column to its widest value, so a value starts where its column's
-    name does; the columns differ between releases (4.2 added LAG, #PARTITIONS)."""
+    """A tool's table, a row per line keyed by its header's column names (4.2 added LAG and
+    #PARTITIONS to kafka-share-groups.sh)."""
     out, err = process.communicate(timeout=180)
     assert process.returncode == 0, err
-    lines = [line for line in out.splitlines() if line.strip()]
-    columns = [(m.group(0), m.start()) for m in _COLUMN.finditer(lines[0])]
-    rows = []
-    for line in lines[1:]:
-        ends = [start for _name, start in columns[1:]] + [len(line)]
-        rows.append(
-            {
-                name: line[start:end].strip()
-                for (name, start), end in zip(columns, ends, strict=True)
-            }
-        )
-    return rows
-
-
-_COLUMN: Final = re.compile(r"COORDINATOR \(ID\)|\S+")
-
-
-def _offsetwatch(*argv: str) -> Any:
-    """`offsetwatch ARGV --format json` in this process: its JSON answer."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli_main([*argv, "--format", "json"])
-    assert code == 0, (argv, out.getvalue())
-    return json.loads(out.getvalue())
+    return tool_table(out)
 
 
 def _groups_cli_agrees(
@@ -370,7 +306,7 @@ def _groups_cli_agrees(
     holding 3 records, through the exporter's HTTP API, field by field against Kafka's
     kafka-share-groups.sh (--members, --state, --describe) and kafka-groups.sh --list."""
     # 4.1+ name the assigned topic by id only: the exporter names it after a metadata lookup
-    detail = _until(
+    detail = until(
         lambda: (
             (d := watched.detail(group)) is not None
             and len(d["members"]) == 1
@@ -386,7 +322,7 @@ def _groups_cli_agrees(
     # 4.2+ persist the share partition's initial start offset as the consumer first fetches:
     # the exporter must have read what Kafka wrote before its answers are compared
     ends = broker.log_ends("__share_group_state", 1)
-    _until(
+    until(
         lambda: all(exp.share_ingestor.positions.get(p, 0) >= end for p, end in ends.items()),
         f"the exporter at the end of __share_group_state ({ends})",
         watched.step,
@@ -401,10 +337,10 @@ def _groups_cli_agrees(
     with ExporterHttpServer(collector, "127.0.0.1", 0) as server:
         url = f"http://127.0.0.1:{server.port}"
         common = ("--bootstrap-server", broker.bootstrap, "--exporter", url)
-        ours_list = _offsetwatch("groups", "list", *common)
-        ours_members = _offsetwatch("groups", "describe", group, "--members", *common)
-        ours_state = _offsetwatch("groups", "describe", group, "--state", *common)
-        (ours,) = _offsetwatch("groups", "describe", group, *common)
+        ours_list = offsetwatch_json("groups", "list", *common)
+        ours_members = offsetwatch_json("groups", "describe", group, "--members", *common)
+        ours_state = offsetwatch_json("groups", "describe", group, "--state", *common)
+        (ours,) = offsetwatch_json("groups", "describe", group, *common)
     kafka_after = _answer(_tool(broker, "kafka-groups.sh", "--list"))
 
     # members: CONSUMER-ID HOST CLIENT-ID [#PARTITIONS] ASSIGNMENT (Kafka: q:1,q:0; ours: q:0,1)
@@ -581,7 +517,7 @@ def test_queues_on_the_real_broker(
     holder.process.wait(60)
     # the lock expires: Kafka releases them and persists them available, delivered once or more
     row = _row(watched, group, topic, start_offset=0, log_end=3)
-    _until(
+    until(
         lambda: (
             (r := _row(watched, group, topic, start_offset=0))["records"]["available"] == 3
             and r["max_delivery_count"] >= 1
@@ -620,7 +556,7 @@ def test_queues_on_the_real_broker(
     admin = broker.admin()  # kept alive until its future answers
     for future in admin.delete_consumer_groups([group], request_timeout=30).values():
         future.result(timeout=60)
-    _until(lambda: watched.detail(group) is None, "the deleted group gone", watched.step)
+    until(lambda: watched.detail(group) is None, "the deleted group gone", watched.step)
     listed = broker.tool("kafka-share-groups.sh", "--list").split()
     assert group not in listed and groups["released"] in listed
     assert not any(exporter.share_store.errors.values())

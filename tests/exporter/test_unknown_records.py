@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -34,16 +33,15 @@ from offsetwatch.decoder.records import (
     Record,
 )
 from offsetwatch.decoder.segments import RecordSpec, read_segment, write_batch
-from offsetwatch.exporter.api import group_detail
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.http_server import ExporterHttpServer
 from offsetwatch.exporter.ingest import Ingestor
-from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.metrics import SnapshotCollector
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.record_factory import RecordFactory
+from tests.exporter.stepped_exporter import until, watch
 from tests.real_broker import Broker, own_broker, unique
 
 CAPTURE: Final = (
@@ -56,7 +54,6 @@ FUTURE_VERSION: Final = 1
 #: an OffsetCommitValue version above 4: Kafka reads it as its newest version (KIP-915: the
 #: offset and group records' later versions only add tagged fields), and so does offsetwatch
 NEWER_COMMIT: Final = 9
-DEADLINE_S: Final = 120.0
 
 
 def _future_records(group: str, topic: str, offset: int) -> list[tuple[bytes, bytes]]:
@@ -123,13 +120,13 @@ def test_a_real_segment_with_future_records_injected(
     last = max(r.offset for b in read_segment(log) for r in b.records)
     injected = _future_records("after-the-future", "orders", 42)
     specs = [RecordSpec(i, 1_700_000_000_000, k, v) for i, (k, v) in enumerate(injected)]
-    with log.open("ab") as out:
-        out.write(write_batch(specs, base_offset=last + 1))
+    with log.open("ab") as segment:
+        segment.write(write_batch(specs, base_offset=last + 1))
     # a real batch after the injected one: the segment's first, renumbered past them
     first = next(iter(read_segment(log)))
     tail = [RecordSpec(i, r.timestamp, r.key, r.value) for i, r in enumerate(first.records)]
-    with log.open("ab") as out:
-        out.write(write_batch(tail, base_offset=last + 1 + len(injected)))
+    with log.open("ab") as segment:
+        segment.write(write_batch(tail, base_offset=last + 1 + len(injected)))
 
     # decode: the unknown type is kept whole (type "unknown"), the newer version is named on
     # stderr with its partition and offset, and every other record decodes
@@ -200,24 +197,15 @@ def test_future_records_in_the_live_topic_are_counted_named_and_skipped(broker: 
     exp = Exporter(ExporterConfig(bootstrap_servers=broker.bootstrap))
     exp.open()
     # the log-end sampler's rounds on the test's thread (readiness needs one)
-    sampler = LogEndSampler(
-        exp.kafka_config(),
-        partitions=exp.tracked_partitions,
-        on_sample=exp.on_sample,
-        topic_ids=exp.topic_id_names.unknown_ids,
-        on_topic_names=exp.topic_id_names.offer,
-    )
+    watched = watch(exp)
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            exp.step()
-            sampler.sample_once()
-            exp.step()
-            snapshot = exp.build_snapshot(exp.clock_ms())
-            found = {g: group_detail(snapshot, g) for g in (before, future, after)}
-            if exp.stats.ready and all(found.values()):
-                break
-            assert time.monotonic() < deadline, f"not within {DEADLINE_S:g} s: {found}"
+
+        def everything() -> dict[str, dict[str, Any] | None] | None:
+            found = {g: watched.detail(g) for g in (before, future, after)}
+            return found if exp.stats.ready and all(found.values()) else None
+
+        found = until(everything, "the exporter ready with the three groups", watched.step)
+        snapshot = exp.build_snapshot(exp.clock_ms())
         committed = {
             g: [(r["topic"], r["partition"], r["committed"]) for r in d["partitions"]]
             for g, d in found.items()
