@@ -389,7 +389,9 @@ class GroupViews:
                 continue
             current = group.record(22, member_id)
             member_epoch = None
-            tasks = StreamsTasks((), (), (), topology_epoch=value.topology_epoch)
+            active: Tasks = ()
+            standby: Tasks = ()
+            warmup: Tasks = ()
             if current is not None and isinstance(
                 current.value, StreamsGroupCurrentMemberAssignmentValue
             ):
@@ -397,29 +399,26 @@ class GroupViews:
                 member_epoch = now.member_epoch
                 if now.state != _STREAMS_MEMBER_STABLE or member_epoch != target_epoch:
                     reconciled = False
-                tasks = StreamsTasks(
+                active, standby, warmup = (
                     _tasks(now.active_tasks),
                     _tasks(now.standby_tasks),
                     _tasks(now.warmup_tasks),
-                    topology_epoch=value.topology_epoch,
-                    process_id=value.process_id,
                 )
             else:
                 reconciled = False
+            targets: tuple[Tasks, Tasks, Tasks] = ((), (), ())
             wanted = group.record(21, member_id)
             if wanted is not None and isinstance(
                 wanted.value, StreamsGroupTargetAssignmentMemberValue
             ):
-                tasks = StreamsTasks(
-                    tasks.active,
-                    tasks.standby,
-                    tasks.warmup,
+                targets = (
                     _tasks(wanted.value.active_tasks),
                     _tasks(wanted.value.standby_tasks),
                     _tasks(wanted.value.warmup_tasks),
-                    tasks.topology_epoch,
-                    value.process_id,
                 )
+            tasks = StreamsTasks(
+                active, standby, warmup, *targets, value.topology_epoch, value.process_id
+            )
             assignment, error = _task_partitions(topology, tasks.active, current is not None)
             members.append(
                 MemberView(
