@@ -21,12 +21,8 @@ OffsetFetch for the committed offsets.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import re
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,13 +31,18 @@ from typing import Any, Final
 
 import pytest
 
-from offsetwatch.cli import main as cli_main
-from offsetwatch.exporter.api import group_detail
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.metrics import SnapshotCollector
+from offsetwatch.offset_ops.describe import task_text
+from tests.exporter.stepped_exporter import (
+    Watched,
+    offsetwatch_json,
+    tool_table,
+    until,
+    watch,
+)
 from tests.real_broker import (
     Broker,
     broker_script,
@@ -61,8 +62,6 @@ from tests.streams_app import (
 
 pytestmark = pytest.mark.broker
 
-#: generous: up to 8 engineers share 2 cores
-DEADLINE_S: Final = 120.0
 PARTITIONS: Final = 3
 
 
@@ -82,21 +81,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory, classes: Path) -> Iterator[
         yield b
 
 
-@dataclass(slots=True)
-class Watched:
-    exporter: Exporter
-    sampler: LogEndSampler
-
-    def step(self) -> None:
-        self.exporter.step()
-        self.sampler.sample_once()
-        self.exporter.step()
-
-    def detail(self, group: str) -> dict[str, Any] | None:
-        exp = self.exporter
-        return group_detail(exp.build_snapshot(exp.clock_ms()), group)
-
-
 @pytest.fixture(scope="module")
 def watched(broker: Broker) -> Iterator[Watched]:
     exp = Exporter(
@@ -108,14 +92,7 @@ def watched(broker: Broker) -> Iterator[Watched]:
         )
     )
     exp.open()
-    sampler = LogEndSampler(
-        exp.kafka_config(),
-        partitions=exp.tracked_partitions,
-        on_sample=exp.on_sample,
-        topic_ids=exp.topic_id_names.unknown_ids,
-        on_topic_names=exp.topic_id_names.offer,
-    )
-    yield Watched(exp, sampler)
+    yield watch(exp)
     exp.close()
 
 
@@ -165,27 +142,15 @@ def app(broker: Broker, classes: Path, tmp_path: Path) -> Iterator[App]:
 def _until(
     condition: Callable[[], Any], what: str | Callable[[], str], step: Callable[[], object]
 ) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        step()
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(
-                f"not within {DEADLINE_S:g} s: {what if isinstance(what, str) else what()}"
-            )
-        time.sleep(0.2)
+    # a Streams application commits every 200 ms: no need to step faster
+    return until(condition, what, step, pause_s=0.2)
 
 
 # -- Kafka's answers ---------------------------------------------------------------------------
 
-_COLUMN: Final = re.compile(r"COORDINATOR \(ID\)|\S+")
-
 
 def _streams_tool(broker: Broker, *args: str) -> list[dict[str, str]]:
-    """kafka-streams-groups.sh's table, a row per line keyed by its header's column names
-    (a value starts where its column's name does; the last column runs to the line's end)."""
+    """kafka-streams-groups.sh --describe's table for the group named in `args`."""
     done = subprocess.run(
         [
             str(broker_script()),
@@ -202,25 +167,7 @@ def _streams_tool(broker: Broker, *args: str) -> list[dict[str, str]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    # the table: its header, then the rows of the group (4.1's tool also prints log lines)
-    header = next((i for i, line in enumerate(lines) if line.startswith("GROUP ")), None)
-    if header is None:
-        return []
-    group = args[args.index("--group") + 1]
-    columns = [(m.group(0), m.start()) for m in _COLUMN.finditer(lines[header])]
-    rows = []
-    for line in lines[header + 1 :]:
-        if not line.startswith(group + " "):
-            continue
-        ends = [start for _name, start in columns[1:]] + [len(line)]
-        rows.append(
-            {
-                name: line[start:end].strip()
-                for (name, start), end in zip(columns, ends, strict=True)
-            }
-        )
-    return rows
+    return tool_table(done.stdout, args[args.index("--group") + 1])
 
 
 def _kafka_state(broker: Broker, group: str) -> dict[str, str]:
@@ -243,24 +190,6 @@ def _state_name(kafka: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", kafka).upper()
 
 
-def _tasks_text(tasks: dict[str, Any]) -> str:
-    parts = []
-    for key, label in (
-        ("active", "ACTIVE"),
-        ("standby", "STANDBY"),
-        ("warmup", "WARMUP"),
-        ("target_active", "TARGET-ACTIVE"),
-        ("target_standby", "TARGET-STANDBY"),
-        ("target_warmup", "TARGET-WARMUP"),
-    ):
-        if tasks[key]:
-            each = " ".join(
-                f"{t['subtopology']}:[{','.join(map(str, t['partitions']))}];" for t in tasks[key]
-            )
-            parts.append(f"{label}: {each}")
-    return " ".join(parts)
-
-
 def _agrees_with_kafka(broker: Broker, detail: dict[str, Any]) -> None:
     """State, epochs, members and their tasks, and the lag per partition, as Kafka has them."""
     group = detail["group"]
@@ -278,7 +207,7 @@ def _agrees_with_kafka(broker: Broker, detail: dict[str, Any]) -> None:
         assert theirs["CLIENT-ID"] == ours["client_id"]
         assert int(theirs["MEMBER-EPOCH"]) == ours["member_epoch"]
         assert int(theirs["TOPOLOGY-EPOCH"]) == detail["topology"]["epoch"]
-        assert theirs["ASSIGNMENTS"] == _tasks_text(tasks), (theirs, tasks)
+        assert theirs["ASSIGNMENTS"] == task_text(tasks), (theirs, tasks)
     offsets = _kafka_offsets(broker, group)
     ours_rows = {(r["topic"], r["partition"]): r for r in detail["partitions"]}
     for key, theirs in offsets.items():
@@ -292,7 +221,8 @@ def _settled(
     watched: Watched, app: App, *, members: int, lag: int | None = 0, state: str = "STABLE"
 ) -> dict[str, Any]:
     """The exporter's group once it has `members` members in `state`, every source partition
-    assigned, committed and sampled (and its lag `lag`)."""
+    assigned, every partition its tasks read committed and sampled, and the source partitions'
+    lag `lag`."""
 
     def ready() -> dict[str, Any] | None:
         d = watched.detail(app.application_id)
@@ -302,12 +232,15 @@ def _settled(
             (a["topic"], p) for m in d["members"] for a in m["assignment"] for p in a["partitions"]
         }
         rows = {(r["topic"], r["partition"]): r for r in d["partitions"]}
-        wanted = {(app.source, p) for p in range(PARTITIONS)}
-        if not wanted <= owned or not wanted <= set(rows):
+        sources = {(app.source, p) for p in range(PARTITIONS)}
+        if not sources <= owned:
             return None
-        if any(rows[k]["log_end"] is None for k in wanted):
+        # every partition the tasks read (a repartition topic's too) committed and sampled:
+        # kafka-streams-groups.sh lists each of them with its log end
+        wanted = owned | sources
+        if not wanted <= set(rows) or any(rows[k]["log_end"] is None for k in wanted):
             return None
-        if lag is not None and any(rows[k]["lag"] != lag for k in wanted):
+        if lag is not None and any(rows[k]["lag"] != lag for k in sources):
             return None
         return d
 
@@ -326,14 +259,6 @@ def _sample(metrics: str, series: str) -> float:
         if line.startswith(series + " ")
     ]
     return float(value)
-
-
-def _offsetwatch(*argv: str) -> Any:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli_main([*argv, "--format", "json"])
-    assert code == 0, (argv, out.getvalue())
-    return json.loads(out.getvalue())
 
 
 # -- scenarios --------------------------------------------------------------------------------
@@ -379,10 +304,10 @@ def test_a_healthy_application_as_kafka_describes_it(
         with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
             metrics = response.read().decode()
         common = ("--bootstrap-server", broker.bootstrap, "--exporter", url)
-        listed = _offsetwatch("groups", "list", *common)
-        (described,) = _offsetwatch("groups", "describe", app.application_id, *common)
-        members = _offsetwatch("groups", "describe", app.application_id, "--members", *common)
-        (state,) = _offsetwatch("groups", "describe", app.application_id, "--state", *common)
+        listed = offsetwatch_json("groups", "list", *common)
+        (described,) = offsetwatch_json("groups", "describe", app.application_id, *common)
+        members = offsetwatch_json("groups", "describe", app.application_id, "--members", *common)
+        (state,) = offsetwatch_json("groups", "describe", app.application_id, "--state", *common)
     group = app.application_id
     assert re.search(
         rf'offsetwatch_group_info{{group="{group}",kind="STREAMS",state="STABLE"', metrics
@@ -435,7 +360,9 @@ def test_a_stalled_instance_is_blamed_by_its_tasks(
         d = watched.detail(app.application_id)
         if d is None or (d["diagnosis"] or {}).get("cause") != "stuck_member":
             return None
-        return d
+        # each partition is judged on its own window: wait until all of stall-a's are stuck
+        blamed_parts = {p["partition"] for s in d["diagnosis"]["suspects"] for p in s["partitions"]}
+        return d if blamed_parts >= set(stalled_parts) else None
 
     stuck = _until(blamed, lambda: str(watched.detail(app.application_id)), watched.step)
     diagnosis = stuck["diagnosis"]
