@@ -104,6 +104,13 @@ def broker_script() -> Path:
     return test_kafka().script
 
 
+#: JVM options for the tests' own Java programs: javac's (C1 only, serial GC: a one-file
+#: compile ends before C2 pays), and the programs' (a Kafka tool's JVM: a test's few records
+#: need no C2 compiler)
+JAVAC_JVM: Final = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
+CLIENT_JVM: Final = kafka_launcher.TOOL_JVM
+
+
 def client_classpath() -> str:
     """The release's jars, for the tests' own Java drivers (same client as the broker)."""
     return str(test_kafka().libs / "*")

@@ -16,7 +16,14 @@ from typing import Final
 
 import pytest
 
-from tests.real_broker import client_classpath, kafka_dist, require_broker, test_kafka
+from tests.real_broker import (
+    CLIENT_JVM,
+    JAVAC_JVM,
+    client_classpath,
+    kafka_dist,
+    require_broker,
+    test_kafka,
+)
 
 SOURCE: Final = Path(__file__).with_name("StreamsApp.java")
 #: generous: up to 8 engineers share 2 cores, and a Streams JVM starts in seconds of a core
@@ -55,7 +62,16 @@ def compile_app(into: Path) -> Path:
     """StreamsApp.java compiled into `into` (a few seconds of a core)."""
     into.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        ["javac", "-proc:none", "-cp", client_classpath(), "-d", str(into), str(SOURCE)],
+        [
+            "javac",
+            *JAVAC_JVM,
+            "-proc:none",
+            "-cp",
+            client_classpath(),
+            "-d",
+            str(into),
+            str(SOURCE),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -126,7 +142,7 @@ def start_instance(
     state = work / f"{client_id}.state"
     command = [
         "java",
-        "-Xmx256m",
+        *CLIENT_JVM,
         *_log_options(),
         "-cp",
         f"{classes}{os.pathsep}{client_classpath()}",

@@ -61,6 +61,8 @@ from tests.exporter.stepped_exporter import (
     watch,
 )
 from tests.real_broker import (
+    CLIENT_JVM,
+    JAVAC_JVM,
     Broker,
     broker_script,
     client_classpath,
@@ -135,7 +137,9 @@ def _javac(into: Path) -> Compiling:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    command = ["javac", "-proc:none", "-cp", client_classpath(), "-d", str(into), str(DRIVER)]
+    command = [
+        "javac", *JAVAC_JVM, "-proc:none", "-cp", client_classpath(), "-d", str(into), str(DRIVER)
+    ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return Compiling(into, process)
 
@@ -144,6 +148,7 @@ def _start_driver(classes: Path, broker: Broker) -> Driver:
     process = subprocess.Popen(
         [
             "java",
+            *CLIENT_JVM,
             "-cp",
             f"{classes}{os.pathsep}{client_classpath()}",
             "ShareDriver",
