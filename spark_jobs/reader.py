@@ -30,6 +30,13 @@ from offsetwatch.spark_jobs.sources import (
     InputError,
 )
 from offsetwatch.spark_jobs.sources.archive import archive_files, is_avro, is_jsonl
+from offsetwatch.spark_jobs.sources.kafka_connector import (
+    READER_CONNECTOR,
+    READER_OPTION,
+    READER_PYTHON,
+    READERS,
+    read_connector,
+)
 from offsetwatch.spark_jobs.sources.lake_input import BAD_COLUMN, OUTPUT_LAKE, lake_input_struct
 from offsetwatch.spark_jobs.sources.segments import segment_partitions
 
@@ -65,6 +72,8 @@ def read_records(
     _check_source(source)
     if source == "archive":
         return _read_archive(spark, _paths(source, path), options)
+    if source == "kafka" and _kafka_reader(options) == READER_CONNECTOR:
+        return read_connector(spark, options)
     if source == "segments":
         paths = _paths(source, path)
         segment_partitions(paths)  # InputError here, on the driver (see _source_reader)
@@ -83,6 +92,8 @@ def read_quarantine(
     count per reason with `.groupBy("reason").count()`."""
     _check_source(source)
     options = {**options, "output": OUTPUT_QUARANTINE}
+    if source == "kafka" and _kafka_reader(options) == READER_CONNECTOR:
+        return read_connector(spark, options)
     if source == "archive":
         files = [str(f) for f in archive_files(_paths(source, path))]
         options[PATHS_OPTION] = json.dumps(files)
@@ -102,7 +113,7 @@ def read_lake_input(
 ) -> DataFrame:
     """The input of compact (`lake_input_struct()` rows: the lake's columns of each record,
     and bad input with `bad` set): one scan of an archive; records and quarantine (two
-    scans) of segments; the records of kafka."""
+    scans) of segments and of a topic."""
     _check_source(source)
     if source == "archive":
         files = [str(f) for f in archive_files(_paths(source, path))]
@@ -110,8 +121,7 @@ def read_lake_input(
         frame: DataFrame = _source_reader(spark, source, lake_options).load()
         return frame
     records = read_records(spark, source, path, **options)
-    quarantine = read_quarantine(spark, source, path, **options) if source == "segments" else None
-    return lake_input(records, quarantine)
+    return lake_input(records, read_quarantine(spark, source, path, **options))
 
 
 def lake_input(records: DataFrame, quarantine: DataFrame | None = None) -> DataFrame:
@@ -148,6 +158,15 @@ def lake_input(records: DataFrame, quarantine: DataFrame | None = None) -> DataF
 def dedupe(records: DataFrame) -> DataFrame:
     """One row per `(partition, offset)`: the archive is at-least-once."""
     return records.dropDuplicates(["partition", "offset"])
+
+
+def _kafka_reader(options: dict[str, Any]) -> str:
+    """The `reader` option of the kafka source: `python` (the offsetwatch data source,
+    confluent-kafka in the executors, the default) or `connector` (Spark's own connector)."""
+    reader = str(options.get(READER_OPTION, READER_PYTHON)).lower()
+    if reader not in READERS:
+        raise InputError(f"option reader must be one of {', '.join(READERS)} (got {reader!r})")
+    return reader
 
 
 def _check_source(source: str) -> None:

@@ -17,19 +17,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
 from offsetwatch.spark_jobs.lake_schema import QUARANTINE_SCHEMA
 from offsetwatch.spark_jobs.schema import CanonicalRows, arrow_schema
 from offsetwatch.spark_jobs.sources import OUTPUT_QUARANTINE, Collector, output_of
+from offsetwatch.spark_jobs.sources.kafka_connector_options import connector_read
 from offsetwatch.spark_jobs.sources.kafka_decode import MessageDecoder
 from offsetwatch.spark_jobs.sources.kafka_options import FORMATS, Format, KafkaOptionError
 from offsetwatch.spark_jobs.sources.kafka_read import SOURCE, collect
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from collections.abc import Mapping
+
+    from pyspark.sql import DataFrame, SparkSession
+
+#: the kafka source's option that chooses who reads the topic
+READER_OPTION: Final = "reader"
+READER_PYTHON: Final = "python"
+READER_CONNECTOR: Final = "connector"
+READERS: Final = (READER_PYTHON, READER_CONNECTOR)
+#: Kafka's internal topics (which Spark's Admin-based offset reader skips)
+INTERNAL_TOPICS: Final = frozenset(
+    {"__consumer_offsets", "__share_group_state", "__transaction_state"}
+)
+CONSUMER_OFFSET_FETCHING: Final = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+#: the class Spark finds `format("kafka")` by
+PROVIDER: Final = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 #: the connector's columns this needs
 CONNECTOR_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
@@ -109,3 +125,46 @@ def decode_kafka_dataframe(
         F.unix_millis(F.col("timestamp")).alias("timestamp_ms"),
     )
     return source.mapInArrow(decode, QUARANTINE_SCHEMA if quarantine else decode.rows.struct)
+
+
+class ConnectorMissing(KafkaOptionError):
+    """The session has no spark-sql-kafka connector on its classpath."""
+
+
+def has_connector(spark: SparkSession) -> bool:
+    """Whether `format("kafka")` resolves in this session (spark.jars, --packages, a cluster's
+    own jars)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+    try:
+        jvm.java.lang.Class.forName(PROVIDER, False, loader)
+    except Exception:  # py4j's Py4JJavaError: ClassNotFoundException
+        return False
+    return True
+
+
+def read_connector(
+    spark: SparkSession, options: Mapping[str, str], *, stream: bool = False
+) -> DataFrame:
+    """The `kafka` source's read (same options, same rows: records, or the quarantine with
+    `output=quarantine`) through Spark's own connector; `stream` for `spark.readStream`."""
+    read = connector_read(options, stream=stream)
+    if not has_connector(spark):
+        raise ConnectorMissing(
+            "this Spark session has no Kafka connector (spark-sql-kafka-0-10): start it with "
+            "offsetwatch's --kafka-reader connector (fetched from Maven Central), spark-submit "
+            "--packages, or read with --kafka-reader python"
+        )
+    if read.topic in INTERNAL_TOPICS:
+        # Spark's default offset reader (Admin-based) leaves Kafka's internal topics out of
+        # every plan (ConsumerStrategy.retrieveAllPartitions drops isInternal topics), so a
+        # read of __consumer_offsets finds no partition and gives nothing, without an error.
+        # The consumer-based reader has no such filter; it is a session setting, not an
+        # option, and stays set: the read is planned again at each execution.
+        spark.conf.set(CONSUMER_OFFSET_FETCHING, "true")
+    reader = spark.readStream if stream else spark.read
+    raw = reader.format("kafka").options(**read.options).load()
+    return decode_kafka_dataframe(
+        raw, format=read.format, output="quarantine" if read.quarantine else "records"
+    )

@@ -32,7 +32,16 @@ def archive_stream(spark: SparkSession, directory: str) -> DataFrame:
 
 
 def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """The canonical records of a Kafka topic as a stream (the `kafka` source's options)."""
+    """The canonical records of a Kafka topic as a stream (the `kafka` source's options;
+    `reader=connector` reads through Spark's own connector, its offsets in the checkpoint)."""
+    from offsetwatch.spark_jobs.sources.kafka_connector import (
+        READER_CONNECTOR,
+        READER_OPTION,
+        read_connector,
+    )
+
+    if str(options.get(READER_OPTION, "")).lower() == READER_CONNECTOR:
+        return read_connector(spark, options, stream=True)
     frame: DataFrame = (
         spark.readStream.format("offsetwatch").option("source", "kafka").options(**options).load()
     )

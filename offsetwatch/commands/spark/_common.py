@@ -49,15 +49,59 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_args(args: argparse.Namespace, app_name: str) -> SparkSettings:
+#: --kafka-reader: who reads a Kafka topic for the job
+KAFKA_READERS = ("python", "connector")
+
+
+def add_kafka_reader_option(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--kafka-reader",
+        choices=KAFKA_READERS,
+        default="python",
+        help="who reads the topic: python (default: offsetwatch's data source, confluent-kafka "
+        "in the executors; the faster of the two here, benchmarks/spark_kafka_readers.py) or "
+        "connector (Spark's own spark-sql-kafka, Kafka's Java client: fetched once from "
+        "Maven Central into ~/.cache/offsetwatch/spark-kafka, or the jars in the directory "
+        "OFFSETWATCH_SPARK_KAFKA_JARS names)",
+    )
+
+
+def kafka_reader(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """(the kafka source's `reader` option, the Spark properties it needs) for
+    --kafka-reader; the connector's jars are resolved here, before the session starts."""
+    import sys
+
+    from offsetwatch.spark_jobs.connector_jars import ConnectorUnavailable, resolve
+
+    if args.kafka_reader == "python":
+        return "python", {}
+    try:
+        connector = resolve()
+    except ConnectorUnavailable as error:
+        raise UsageError(
+            f"--kafka-reader connector: {error}; or use --kafka-reader python"
+        ) from None
+    if connector.note:
+        print(f"note: {connector.note}", file=sys.stderr)
+    user = [j for j in args.conf if j.partition("=")[0].strip() == "spark.jars"]
+    jars = connector.spark_jars
+    if user:
+        jars = f"{user[-1].partition('=')[2]},{jars}"
+    return "connector", {"spark.jars": jars}
+
+
+def settings_from_args(
+    args: argparse.Namespace, app_name: str, extra_conf: dict[str, str] | None = None
+) -> SparkSettings:
     from offsetwatch.spark_jobs.session import SparkSettings
 
-    conf: dict[str, str] = {}
+    conf: dict[str, str] = dict(extra_conf or {})
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
-        conf[key.strip()] = value
+        if key.strip() not in conf:
+            conf[key.strip()] = value
     shuffle = args.shuffle_partitions
     if shuffle is not None and shuffle < 1:
         raise UsageError("--shuffle-partitions must be at least 1")
@@ -75,7 +119,11 @@ def settings_from_args(args: argparse.Namespace, app_name: str) -> SparkSettings
     )
 
 
-def session_from_args(args: argparse.Namespace, app_name: str) -> SparkSession:
+def session_from_args(
+    args: argparse.Namespace, app_name: str, extra_conf: dict[str, str] | None = None
+) -> SparkSession:
+    """The job's session; `extra_conf` (what --kafka-reader needs) over --conf, which keeps
+    the last word on everything else."""
     from offsetwatch.spark_jobs.session import get_session
 
-    return get_session(settings_from_args(args, app_name))
+    return get_session(settings_from_args(args, app_name, extra_conf))

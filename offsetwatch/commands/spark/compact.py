@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, reserved_env
-from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.commands.spark._common import (
+    add_kafka_reader_option,
+    add_spark_options,
+    kafka_reader,
+    session_from_args,
+)
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
@@ -72,11 +77,13 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="an option of the source, repeatable (topic=..., kafka.<property>=...); it "
         "wins over the connection options",
     )
+    connection = parser.add_argument_group("connection (--source kafka)")
     add_connection_options(
-        parser.add_argument_group("connection (--source kafka)"),
+        connection,
         bootstrap_help="brokers of the topic (the source option kafka.bootstrap.servers)",
         property_help="the source option kafka.KEY",
     )
+    add_kafka_reader_option(connection)
     add_spark_options(parser)
     apply_env_defaults(parser)
     parser.set_defaults(handler=run)
@@ -117,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
             if args.input is None:
                 raise UsageError(f"--input PATH is required with --source {args.source}")
             check_input(args.source, args.input)
-        spark = session_from_args(args, "compact")
+        conf: dict[str, str] = {}
+        if args.source == "kafka":
+            options["reader"], conf = kafka_reader(args)
+        spark = session_from_args(args, "compact", conf)
         result = compact(spark, args.source, args.lake, args.input, options)
     except InputError as error:
         raise UsageError(str(error)) from None

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env, seconds
-from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.commands.spark._common import (
+    add_kafka_reader_option,
+    add_spark_options,
+    kafka_reader,
+    session_from_args,
+)
 from offsetwatch.core.connection import (
     ConnectionOptionError,
     add_connection_options,
@@ -56,6 +61,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         more_bootstrap_flags=("--kafka",),
         property_help="for the Kafka input and the alerts topic",
     )
+    add_kafka_reader_option(source)
     source.add_argument(
         "--topic",
         default=OFFSETS_TOPIC,
@@ -167,11 +173,13 @@ def run(args: argparse.Namespace) -> int:
         watermark=args.watermark,
         alerts=AlertSettings(runbook_base=args.runbook_base),
     )
-    spark = session_from_args(args, "stream")
+    reader, conf = ("python", {}) if args.archive is not None else kafka_reader(args)
+    spark = session_from_args(args, "stream", conf)
     if args.archive is not None:
         records = archive_stream(spark, args.archive)
     else:
         options = {f"kafka.{k}": v for k, v in kafka.items()}
+        options["reader"] = reader
         options["topic"] = args.topic
         options["startingOffsets"] = args.starting_offsets
         records = kafka_stream(spark, options)
