@@ -49,6 +49,7 @@ from tests.real_broker import (
     group_kind_properties,
     own_broker,
     run_tool,
+    test_kafka,
     unique,
 )
 from tests.streams_app import (
@@ -404,6 +405,12 @@ def test_a_killed_member_leaves_after_its_session_times_out(
 def test_a_topology_change_and_a_missing_source_topic(
     broker: Broker, watched: Watched, app: App
 ) -> None:
+    if not test_kafka().at_least("4.2"):
+        pytest.skip(
+            "Kafka 4.1 (streams groups early access): after --delete and a new topology, "
+            "its kafka-streams-groups.sh --describe --state printed no row for the group, so "
+            "there is no reference to compare with; production-ready from 4.2"
+        )
     app.start("topo-a").wait_running()
     broker.produce(app.source, [4, 4, 4])
     first = _settled(watched, app, members=1)

@@ -3,9 +3,14 @@ migrations, KIP-848, and the same events whether a history is applied whole or i
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from offsetwatch.cli import main
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.spark_jobs.lake_group_events import GroupEvent, GroupState, events_for_group
 from tests.conformance_data import decode_run
@@ -113,3 +118,49 @@ def test_kafka_kip848_group_lifecycle(conformance_dir: Path) -> None:
         if e.group_type == "share" and e.event == "assignment"
     ]
     assert share and all(e.detail and '"topic":' in e.detail for e in share)
+
+
+RELEASES = Path(__file__).resolve().parent.parent / "data" / "releases"
+
+
+def _release_records(version: str, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    """What a real Kafka Streams application made Kafka `version` write, decoded as
+    `offsetwatch decode --input segments` gives it."""
+    capsys.readouterr()
+    assert main(
+        ["decode", "--input", "segments", str(RELEASES / version / "__consumer_offsets-0")]
+    ) in (0, None)
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+
+
+def _dump_log_members(version: str, group: str) -> list[tuple[str, bool]]:
+    """(member id, deleted) of each StreamsGroupMemberMetadata record (key type 19) in the
+    release's own kafka-dump-log.sh --offsets-decoder text, in log order."""
+    text = RELEASES / version / "dumplog.txt"
+    out = []
+    for match in re.finditer(
+        r'key: (\{"type":"19".*?\}\}) payload: (<DELETE>|\{)', text.read_text()
+    ):
+        key = json.loads(match.group(1))["data"]
+        if key["groupId"] == group:
+            out.append((key["memberId"], match.group(2) == "<DELETE>"))
+    return out
+
+
+def test_a_real_streams_application_joins_and_leaves_as_kafka_wrote_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka 4.4.0's records of a real Kafka Streams application (tests/data/releases): the
+    member's join and leave follow its member records in Kafka's own dump-log."""
+    capture = json.loads((RELEASES / "4.4.0" / "capture.json").read_text())
+    group = capture["groups"]["streams"]
+    records = [r for r in _release_records("4.4.0", capsys) if r.get("group") == group]
+    events = events_for_group(group, GroupState(), records)
+    kafka = _dump_log_members("4.4.0", group)
+    assert kafka and kafka[-1][1], "the capture's member left"
+    joins = [e.member_id for e in events if e.event == "member_join"]
+    leaves = [e.member_id for e in events if e.event == "member_leave"]
+    assert joins == [m for m, deleted in kafka if not deleted][:1]
+    assert leaves == [m for m, deleted in kafka if deleted]
+    assert {e.group_type for e in events} == {"streams"}
+    assert events[-1].state == "Empty"
