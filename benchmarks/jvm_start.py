@@ -124,9 +124,9 @@ def main() -> None:
     for sharing in (True, False):
         label = "with the archive" if sharing else "without"
         rows.append((f"broker start to serving, {label}", *median_of(broker(kafka, sharing), runs)))
-    print(f"{'':<44} {'wall s':>7} {'CPU s':>7}")
+    print(f"{'':<50} {'wall s':>7} {'CPU s':>7}")
     for name, wall, cpu in rows:
-        print(f"{name:<44} {wall:7.2f} {cpu:7.2f}")
+        print(f"{name:<50} {wall:7.2f} {cpu:7.2f}")
     print(f"load average at end {os.getloadavg()[0]:.1f}")
 
 

@@ -376,8 +376,8 @@ def class_archive(kafka: Release) -> Path:
 
 def sharing_options(kafka: Release) -> list[str]:
     """JVM options that map the release's archive, when there is one: a broker then starts on
-    1.5 CPU s instead of 2.6 and a tool on 0.6 instead of 0.9 (4.4.0, Java 17, 2026-12-02).
-    A JVM that cannot use it (another JDK) goes on without it."""
+    2.3 CPU s instead of 3.4 and a tool on 0.43 instead of 0.61 (benchmarks/jvm_start.py,
+    4.4.0, Java 17, 2026-12-03). A JVM that cannot use it (another JDK) goes on without it."""
     archive = class_archive(kafka)
     return [*QUIET_JVM, f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
 

@@ -5,6 +5,7 @@ scripts/capture_share_state.py), byte-exact round trips, the 4.1+ layouts, typed
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ from tests.decoder import strategies as S
 
 CAPTURE = Path(__file__).resolve().parent.parent / "data" / "share_state"
 STATE_DIR = CAPTURE / "__share_group_state-0"
+#: one capture per release of the matrix with share groups after 4.0 (the 4.1 layouts)
+RELEASE_CAPTURES = sorted((CAPTURE / "releases").glob("*/capture.json"))
 
 
 def kafka_dump_log(text: str) -> list[tuple[int, Any, Any]]:
@@ -53,26 +56,32 @@ def kafka_dump_log(text: str) -> list[tuple[int, Any, Any]]:
     return out
 
 
-def captured() -> list[tuple[int, int, bytes, bytes | None]]:
+def captured(capture: Path = CAPTURE) -> list[tuple[int, int, bytes, bytes | None]]:
     """(offset, timestamp, key, value) of every record of the captured segments."""
     found = []
-    for log in sorted(STATE_DIR.glob("*.log")):
+    for log in sorted((capture / "__share_group_state-0").glob("*.log")):
         for batch in SegmentReader(path=log):
             found += [(r.offset, r.timestamp, r.key, r.value) for r in batch.records]
     return found
 
 
-def expected_lines() -> list[tuple[int, Any, Any]]:
+def expected_lines(capture: Path = CAPTURE) -> list[tuple[int, Any, Any]]:
     lines = []
-    for dump in sorted(CAPTURE.glob("dumplog-0-*.txt")):
+    for dump in sorted(capture.glob("dumplog-0-*.txt")):
         lines += kafka_dump_log(dump.read_text())
     return lines
 
 
-def test_capture_decodes_like_kafka_dump_log_and_reencodes_exactly() -> None:
+@pytest.mark.parametrize(
+    "capture",
+    [CAPTURE, *(c.parent for c in RELEASE_CAPTURES)],
+    ids=["4.0.0", *(c.parent.name for c in RELEASE_CAPTURES)],
+)
+def test_capture_decodes_like_kafka_dump_log_and_reencodes_exactly(capture: Path) -> None:
+    """Each release's own share coordinator records against that release's dump-log."""
     codec = ShareStateCodec()
-    kafka = expected_lines()
-    records = captured()
+    kafka = expected_lines(capture)
+    records = captured(capture)
     assert [offset for offset, *_ in records] == [offset for offset, *_ in kafka]
     types = set()
     for (offset, timestamp, key, value), (_, kafka_key, kafka_payload) in zip(
@@ -289,3 +298,13 @@ def test_the_4_0_layouts_are_what_kafka_4_0_writes() -> None:
     }
     assert classes == {ShareSnapshotValue, ShareUpdateValue}
     assert ShareUpdateWideEpochValue not in classes
+
+
+def test_every_release_with_the_4_1_layouts_has_a_capture() -> None:
+    """4.1 changed the share-state layouts at the same versions; 4.2 added tagged fields:
+    each later release of the matrix brings its own bytes (scripts/capture_share_state.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "kafka"))
+    import kafka_dist
+
+    later = [v for v in kafka_dist.catalog().matrix if tuple(map(int, v.split(".")[:2])) >= (4, 1)]
+    assert sorted(c.parent.name for c in RELEASE_CAPTURES) == sorted(later)
