@@ -30,11 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
-
+from benchmarks import offsets_workload  # noqa: E402
 from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.mock_cluster import MockCluster  # noqa: E402
-from offsetwatch.record_factory import Member, RecordFactory  # noqa: E402
 from offsetwatch.spark_jobs.schema import CanonicalRows  # noqa: E402
 from offsetwatch.spark_jobs.session import SparkSettings, get_session  # noqa: E402
 from offsetwatch.spark_jobs.sources.kafka_options import parse_options  # noqa: E402
@@ -49,62 +47,20 @@ DEFAULT_RECORDS = 400_000
 
 
 def fill(bootstrap: str, records: int) -> None:
-    factory = RecordFactory()
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.num.messages": 100_000,
-            "batch.size": 8_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
-            "log_level": 3,
-        }
-    )
-    members = [Member(f"member-{i}", "client", "/10.0.0.1", (("orders", (i,)),)) for i in range(3)]
-    now = 1_700_000_000_000
-    for n in range(records):
-        group = f"group-{n % 40}"
-        if n % 1000 == 0:
-            key, value = factory.classic_group(group, n // 1000, members, now + n)
-        else:
-            key, value = factory.commit(group, "orders", n % 12, n, now + n)
-        while True:
-            try:
-                producer.produce(TOPIC, key=key, value=value, partition=n % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(60):
-        raise RuntimeError("records not delivered")
+    config = {
+        "linger.ms": 50,
+        "batch.num.messages": 100_000,
+        "batch.size": 8_000_000,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_000_000,
+    }
+    offsets_workload.fill(bootstrap, TOPIC, records, PARTITIONS, config)
 
 
 def bare_consume(bootstrap: str, records: int) -> tuple[float, float]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 3,
-        }
-    )
     start, cpu = time.perf_counter(), time.process_time()
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    count, ended = 0, 0
-    while ended < PARTITIONS:
-        for message in consumer.consume(num_messages=10_000, timeout=1.0):
-            error = message.error()
-            if error is None:
-                count += 1
-            elif error.code() == KafkaError._PARTITION_EOF:
-                ended += 1
-    elapsed, used = time.perf_counter() - start, time.process_time() - cpu
-    consumer.close()
-    if count != records:
-        raise RuntimeError(f"bare consumer read {count} of {records}")
-    return elapsed, used
+    offsets_workload.bare_consume(bootstrap, TOPIC, PARTITIONS, records)
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def read_path(bootstrap: str, records: int) -> tuple[float, float]:
