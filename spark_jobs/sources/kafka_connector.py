@@ -1,16 +1,16 @@
-"""Decode what Spark's own Kafka connector reads, for clusters that have `spark-sql-kafka`.
+"""The `kafka` source through Spark's own Kafka connector (`spark-sql-kafka-0-10`).
 
-    raw = (spark.read.format("kafka")                      # or spark.readStream
-           .option("kafka.bootstrap.servers", "broker:9092")
-           .option("subscribe", "__consumer_offsets")
-           .option("kafka.isolation.level", "read_committed")
-           .load())
-    records = decode_kafka_dataframe(raw)                   # the canonical schema
-    bad = decode_kafka_dataframe(raw, output="quarantine")  # lake_schema.QUARANTINE_SCHEMA
+    records = read_connector(spark, {"kafka.bootstrap.servers": "broker:9092"})
+    bad = read_connector(spark, {..., "output": "quarantine"})   # lake_schema.QUARANTINE_SCHEMA
+    stream = read_connector(spark, {...}, stream=True)
 
-The connector's columns (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`) go
-through `mapInArrow` into the same decoder the `kafka` source uses, so both give the same rows
-and the same quarantine rows. Works on streaming DataFrames too (mapInArrow is a per-row map).
+takes the `kafka` source's options (kafka_connector_options.py translates them) and gives the
+same rows as the Python reader. `decode_kafka_dataframe` decodes any DataFrame with the
+connector's columns (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`) through
+`mapInArrow` into the same decoder the `kafka` source uses: the same rows, the same
+quarantine rows; streaming DataFrames too (mapInArrow is a per-row map). A read of
+`__consumer_offsets` made by hand must set `spark.sql.streaming.kafka.useDeprecatedOffsetFetching`
+(see `read_connector`), or it reads nothing.
 """
 
 from __future__ import annotations
