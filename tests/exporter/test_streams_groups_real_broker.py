@@ -168,7 +168,17 @@ def _streams_tool(broker: Broker, *args: str) -> list[dict[str, str]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return tool_table(done.stdout, args[args.index("--group") + 1])
+    group = args[args.index("--group") + 1]
+    rows = tool_table(done.stdout, group)
+    if not rows and group not in done.stdout and not test_kafka().at_least("4.2"):
+        # seen on 4.1.2: with an earlier application's group on the broker, `--describe
+        # --group G` printed that other group's table (early access; 4.2 describes G)
+        other = next((w for w in done.stdout.split() if w.startswith("streams-app-")), "?")
+        pytest.skip(
+            f"Kafka {test_kafka().version}'s kafka-streams-groups.sh --describe --group {group} "
+            f"printed group {other} instead (streams groups early access): no reference"
+        )
+    return rows
 
 
 def _kafka_state(broker: Broker, group: str) -> dict[str, str]:
@@ -405,12 +415,6 @@ def test_a_killed_member_leaves_after_its_session_times_out(
 def test_a_topology_change_and_a_missing_source_topic(
     broker: Broker, watched: Watched, app: App
 ) -> None:
-    if not test_kafka().at_least("4.2"):
-        pytest.skip(
-            "Kafka 4.1 (streams groups early access): after --delete and a new topology, "
-            "its kafka-streams-groups.sh --describe --state printed no row for the group, so "
-            "there is no reference to compare with; production-ready from 4.2"
-        )
     app.start("topo-a").wait_running()
     broker.produce(app.source, [4, 4, 4])
     first = _settled(watched, app, members=1)
