@@ -415,6 +415,13 @@ def test_a_killed_member_leaves_after_its_session_times_out(
 def test_a_topology_change_and_a_missing_source_topic(
     broker: Broker, watched: Watched, app: App
 ) -> None:
+    if not test_kafka().at_least("4.2"):
+        pytest.skip(
+            f"Kafka {test_kafka().version} (streams groups early access): after the topology "
+            "change its kafka-streams-groups.sh printed LOG-END-OFFSET '-' for a repartition "
+            "partition whose ListOffsets answer was 5 (seen in the matrix, 2026-12-03): no "
+            "reference; 4.2+ agree"
+        )
     app.start("topo-a").wait_running()
     broker.produce(app.source, [4, 4, 4])
     first = _settled(watched, app, members=1)
