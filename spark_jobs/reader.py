@@ -32,10 +32,8 @@ from offsetwatch.spark_jobs.sources import (
 from offsetwatch.spark_jobs.sources.archive import archive_files, is_avro, is_jsonl
 from offsetwatch.spark_jobs.sources.kafka_connector import (
     READER_CONNECTOR,
-    READER_OPTION,
-    READER_PYTHON,
-    READERS,
     read_connector,
+    reader_of,
 )
 from offsetwatch.spark_jobs.sources.lake_input import BAD_COLUMN, OUTPUT_LAKE, lake_input_struct
 from offsetwatch.spark_jobs.sources.segments import segment_partitions
@@ -72,7 +70,7 @@ def read_records(
     _check_source(source)
     if source == "archive":
         return _read_archive(spark, _paths(source, path), options)
-    if source == "kafka" and _kafka_reader(options) == READER_CONNECTOR:
+    if source == "kafka" and reader_of(options) == READER_CONNECTOR:
         return read_connector(spark, options)
     if source == "segments":
         paths = _paths(source, path)
@@ -92,7 +90,7 @@ def read_quarantine(
     count per reason with `.groupBy("reason").count()`."""
     _check_source(source)
     options = {**options, "output": OUTPUT_QUARANTINE}
-    if source == "kafka" and _kafka_reader(options) == READER_CONNECTOR:
+    if source == "kafka" and reader_of(options) == READER_CONNECTOR:
         return read_connector(spark, options)
     if source == "archive":
         files = [str(f) for f in archive_files(_paths(source, path))]
@@ -158,15 +156,6 @@ def lake_input(records: DataFrame, quarantine: DataFrame | None = None) -> DataF
 def dedupe(records: DataFrame) -> DataFrame:
     """One row per `(partition, offset)`: the archive is at-least-once."""
     return records.dropDuplicates(["partition", "offset"])
-
-
-def _kafka_reader(options: dict[str, Any]) -> str:
-    """The `reader` option of the kafka source: `python` (the offsetwatch data source,
-    confluent-kafka in the executors, the default) or `connector` (Spark's own connector)."""
-    reader = str(options.get(READER_OPTION, READER_PYTHON)).lower()
-    if reader not in READERS:
-        raise InputError(f"option reader must be one of {', '.join(READERS)} (got {reader!r})")
-    return reader
 
 
 def _check_source(source: str) -> None:

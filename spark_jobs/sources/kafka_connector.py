@@ -127,6 +127,17 @@ def decode_kafka_dataframe(
     return source.mapInArrow(decode, QUARANTINE_SCHEMA if quarantine else decode.rows.struct)
 
 
+def reader_of(options: Mapping[str, Any]) -> str:
+    """The `reader` option of the kafka source: `python` (the offsetwatch data source,
+    confluent-kafka in the executors, the default) or `connector` (Spark's own connector)."""
+    reader = str(options.get(READER_OPTION, READER_PYTHON)).lower()
+    if reader not in READERS:
+        raise KafkaOptionError(
+            f"option reader must be one of {', '.join(READERS)} (got {reader!r})"
+        )
+    return reader
+
+
 class ConnectorMissing(KafkaOptionError):
     """The session has no spark-sql-kafka connector on its classpath."""
 

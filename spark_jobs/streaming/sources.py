@@ -36,11 +36,11 @@ def kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     `reader=connector` reads through Spark's own connector, its offsets in the checkpoint)."""
     from offsetwatch.spark_jobs.sources.kafka_connector import (
         READER_CONNECTOR,
-        READER_OPTION,
         read_connector,
+        reader_of,
     )
 
-    if str(options.get(READER_OPTION, "")).lower() == READER_CONNECTOR:
+    if reader_of(options) == READER_CONNECTOR:
         return read_connector(spark, options, stream=True)
     frame: DataFrame = (
         spark.readStream.format("offsetwatch").option("source", "kafka").options(**options).load()

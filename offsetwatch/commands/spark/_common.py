@@ -49,6 +49,8 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: the Spark property of extra jars (comma-separated)
+JARS = "spark.jars"
 #: --kafka-reader: who reads a Kafka topic for the job
 KAFKA_READERS = ("python", "connector")
 
@@ -83,11 +85,7 @@ def kafka_reader(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
         ) from None
     if connector.note:
         print(f"note: {connector.note}", file=sys.stderr)
-    user = [j for j in args.conf if j.partition("=")[0].strip() == "spark.jars"]
-    jars = connector.spark_jars
-    if user:
-        jars = f"{user[-1].partition('=')[2]},{jars}"
-    return "connector", {"spark.jars": jars}
+    return "connector", {JARS: connector.spark_jars}
 
 
 def settings_from_args(
@@ -95,13 +93,18 @@ def settings_from_args(
 ) -> SparkSettings:
     from offsetwatch.spark_jobs.session import SparkSettings
 
-    conf: dict[str, str] = dict(extra_conf or {})
+    conf: dict[str, str] = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
-        if key.strip() not in conf:
-            conf[key.strip()] = value
+        conf[key.strip()] = value
+    for key, value in (extra_conf or {}).items():
+        # a list property (the connector's jars) joins the operator's; anything else is theirs
+        if key == JARS and conf.get(JARS):
+            conf[JARS] = f"{conf[JARS]},{value}"
+        else:
+            conf.setdefault(key, value)
     shuffle = args.shuffle_partitions
     if shuffle is not None and shuffle < 1:
         raise UsageError("--shuffle-partitions must be at least 1")
@@ -122,8 +125,8 @@ def settings_from_args(
 def session_from_args(
     args: argparse.Namespace, app_name: str, extra_conf: dict[str, str] | None = None
 ) -> SparkSession:
-    """The job's session; `extra_conf` (what --kafka-reader needs) over --conf, which keeps
-    the last word on everything else."""
+    """The job's session; `extra_conf` (what --kafka-reader needs) beside --conf: jars are
+    added to the operator's, anything else --conf sets stays theirs."""
     from offsetwatch.spark_jobs.session import get_session
 
     return get_session(settings_from_args(args, app_name, extra_conf))
