@@ -73,11 +73,11 @@ from offsetwatch.exporter.checkpoint import (  # noqa: E402
     save_checkpoint,
 )
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
-from offsetwatch.exporter.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.ingest import Ingestor  # noqa: E402
 from offsetwatch.exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
 from offsetwatch.exporter.lag import LogEndHistory  # noqa: E402
-from offsetwatch.exporter.metrics import SnapshotCollector  # noqa: E402
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer  # noqa: E402
+from offsetwatch.exporter.serve.metrics import SnapshotCollector  # noqa: E402
 from offsetwatch.exporter.service import ExporterService  # noqa: E402
 from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
 from offsetwatch.exporter.state import OffsetState  # noqa: E402

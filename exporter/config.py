@@ -516,7 +516,7 @@ def _validate(config: ExporterConfig) -> None:
     if not 2 <= config.http_workers <= _MAX_WORKERS:
         raise _fail("http_workers", f"must be 2-{_MAX_WORKERS} (got {config.http_workers})")
     if config.web_config is not None:
-        from offsetwatch.exporter.web_config import WebConfigError, load_web_config
+        from offsetwatch.exporter.serve.web_config import WebConfigError, load_web_config
 
         try:
             load_web_config(config.web_config)

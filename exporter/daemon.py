@@ -41,7 +41,6 @@ from offsetwatch.exporter.checkpoint import (
     save_checkpoint,
 )
 from offsetwatch.exporter.config import ExporterConfig
-from offsetwatch.exporter.console_history import ConsoleHistory
 from offsetwatch.exporter.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.kafka_source import (
@@ -51,18 +50,19 @@ from offsetwatch.exporter.kafka_source import (
     SourceError,
 )
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.live_records import LiveRecords
 from offsetwatch.exporter.log_end_records import LogEndRecords
 from offsetwatch.exporter.publisher import PublisherStats, RecordPublisher
 from offsetwatch.exporter.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
+from offsetwatch.exporter.serve.console_history import ConsoleHistory
+from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
 from offsetwatch.exporter.share_topics import TopicIdNames
-from offsetwatch.exporter.sink_guard import GuardedSink, SinkHealth
+from offsetwatch.exporter.sink_guard import GuardedSink
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
-from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.stats import PipelineStats, SinkHealth
 from offsetwatch.exporter.status import StatusConfig
 
 log = logging.getLogger(__name__)

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.http_server import ExporterHttpServer
 from offsetwatch.exporter.log_end_sampler import LogEndSampler
-from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.serve.web_config import load_web_config
 from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.web_config import load_web_config
 
 log = logging.getLogger(__name__)
 

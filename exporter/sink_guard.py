@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from offsetwatch.decoder.records import AnyRecord
+from offsetwatch.exporter.stats import SinkHealth
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +42,6 @@ def describe(error: Exception) -> str:
     if callable(text) and callable(name):
         return f"{name()}: {text()}"
     return f"{type(error).__name__}: {error}"
-
-
-@dataclass(slots=True)
-class SinkHealth:
-    """What the metrics and /readyz say of one sink."""
-
-    name: str
-    errors_total: int = 0
-    dropped_total: int = 0
-    #: epoch ms of the first failure of the current outage; 0 while healthy
-    failing_since_ms: int = 0
-    last_error: str | None = None
-    backlog: int = 0
-
-    @property
-    def up(self) -> bool:
-        return self.failing_since_ms == 0
 
 
 @dataclass(slots=True)

@@ -13,9 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
-from offsetwatch.exporter.sink_guard import SinkHealth
-
-__all__ = ["TOMBSTONE", "PipelineStats", "SourcePartition", "version_label"]
+__all__ = ["TOMBSTONE", "PipelineStats", "SinkHealth", "SourcePartition", "version_label"]
 
 #: the `version` label of a tombstone (a record without value, hence without value version)
 TOMBSTONE: Final = "tombstone"
@@ -28,6 +26,23 @@ def version_label(version: int | None) -> str:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class SinkHealth:
+    """What the metrics and /readyz say of one sink."""
+
+    name: str
+    errors_total: int = 0
+    dropped_total: int = 0
+    #: epoch ms of the first failure of the current outage; 0 while healthy
+    failing_since_ms: int = 0
+    last_error: str | None = None
+    backlog: int = 0
+
+    @property
+    def up(self) -> bool:
+        return self.failing_since_ms == 0
 
 
 @dataclass(frozen=True, slots=True)

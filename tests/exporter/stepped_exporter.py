@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from offsetwatch.cli import main as cli_main
-from offsetwatch.exporter.api import group_detail
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.log_end_sampler import LogEndSampler
+from offsetwatch.exporter.serve.api import group_detail
 
 #: generous: up to 8 engineers share 2 cores
 DEADLINE_S: Final = 120.0

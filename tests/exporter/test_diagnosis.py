@@ -24,14 +24,14 @@ from offsetwatch.decoder.records import (
     Record,
 )
 from offsetwatch.exporter import snapshot as snapshot_module
-from offsetwatch.exporter.api import group_detail, groups_list
 from offsetwatch.exporter.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.diagnosis import Cause, DiagnosisConfig, members_at
 from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.metrics import SnapshotCollector, suspect_hosts
+from offsetwatch.exporter.serve.api import group_detail, groups_list
+from offsetwatch.exporter.serve.metrics import SnapshotCollector, suspect_hosts
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats

@@ -50,8 +50,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.metrics import SnapshotCollector
 from offsetwatch.exporter.share_snapshot import ShareStatusConfig
 from tests.exporter.stepped_exporter import (
     Watched,

@@ -33,8 +33,8 @@ import pytest
 
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.metrics import SnapshotCollector
 from offsetwatch.offset_ops.describe import task_text
 from tests.exporter.stepped_exporter import (
     Watched,

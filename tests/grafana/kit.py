@@ -1,8 +1,8 @@
 """Shared by the tests of the operator kit: paths, a PromQL scanner, the rules and dashboards.
 
 * Every metric name is checked against what the exporter really exposes
-  (`offsetwatch.exporter.metrics.FAMILIES` / `ALIAS_FAMILIES`), the recording rules of the rules
-  file, or a standard Prometheus series; label names against the documented ones.
+  (`offsetwatch.exporter.serve.metrics.FAMILIES` / `ALIAS_FAMILIES`), the recording rules of
+  the rules file, or a standard Prometheus series; label names against the documented ones.
 * The rules file is read with a small scanner that understands the layout it is written in (one
   `- record:`/`- alert:` item per rule, `expr:` inline or as a block scalar), so a rule's text
   (annotations included) stays at hand; promtool is the real parser.
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from offsetwatch.exporter.metrics import ALIAS_FAMILIES, FAMILIES, FamilySpec
+from offsetwatch.exporter.serve.metrics import ALIAS_FAMILIES, FAMILIES, FamilySpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = REPO_ROOT / "grafana"

@@ -113,7 +113,7 @@ def test_the_mock_lacks_list_and_describe_groups(
 
 
 class _ExporterApi(http.server.BaseHTTPRequestHandler):
-    """/api/v1/groups/{group} of `offsetwatch export` (body shaped by exporter/api.py)."""
+    """/api/v1/groups/{group} of `offsetwatch export` (body shaped by exporter/serve/api.py)."""
 
     body = json.dumps(
         {

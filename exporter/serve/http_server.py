@@ -16,7 +16,8 @@
 
 Every request only reads the latest snapshot and stats (see `SnapshotCollector`); nothing here
 talks to Kafka, so a slow or frequent scraper cannot slow down ingestion beyond its CPU share.
-Access logging goes to the `offsetwatch.exporter.http_server` logger at DEBUG, never to stderr.
+Access logging goes to the `offsetwatch.exporter.serve.http_server` logger at DEBUG, never to
+stderr.
 
 Resources are bounded so that slow or many clients cannot exhaust the daemon:
 
@@ -36,7 +37,7 @@ Resources are bounded so that slow or many clients cannot exhaust the daemon:
 Large JSON answers that only change with the snapshot (the groups list, the sparklines) are
 encoded (and gzipped) once per snapshot, not per request.
 
-TLS and basic auth come from a web configuration file (`exporter/web_config.py`).
+TLS and basic auth come from a web configuration file (`exporter/serve/web_config.py`).
 """
 
 from __future__ import annotations
@@ -57,15 +58,15 @@ from urllib.parse import parse_qs, unquote
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
-from offsetwatch.exporter import api, console_api
-from offsetwatch.exporter.console_history import ConsoleHistory
-from offsetwatch.exporter.console_static import PAGE_HEADERS, console_page, static_file
-from offsetwatch.exporter.console_stream import DEFAULT_MAX_STREAMS, Streams
-from offsetwatch.exporter.live_records import LiveRecords, RecordFilter
-from offsetwatch.exporter.metrics import SnapshotCollector
+from offsetwatch.exporter.serve import api, console_api
+from offsetwatch.exporter.serve.console_history import ConsoleHistory
+from offsetwatch.exporter.serve.console_static import PAGE_HEADERS, console_page, static_file
+from offsetwatch.exporter.serve.console_stream import DEFAULT_MAX_STREAMS, Streams
+from offsetwatch.exporter.serve.live_records import LiveRecords, RecordFilter
+from offsetwatch.exporter.serve.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.web_config import BasicAuth, WebConfig
 from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.web_config import BasicAuth, WebConfig
 
 __all__ = [
     "DEFAULT_MAX_STREAMS",

@@ -29,10 +29,10 @@ from offsetwatch.decoder.records import (
     OffsetCommitValue,
     Record,
 )
-from offsetwatch.exporter.api import owner_index
 from offsetwatch.exporter.group_views import GroupView, MemberView
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.metrics import (
+from offsetwatch.exporter.serve.api import owner_index
+from offsetwatch.exporter.serve.metrics import (
     ALIAS_FAMILIES,
     FAMILIES,
     MetricsConfig,
@@ -45,7 +45,7 @@ from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.exporter.status import Status
 from tests.conformance_data import decode_run
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NOW = 1_800_000_000_000
 MINUTE = 60_000
 VERSION = "9.9.9-test"

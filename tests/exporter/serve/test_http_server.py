@@ -21,11 +21,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.process_collector import ProcessCollector
 
-from offsetwatch.exporter.api import group_detail, groups_list, readiness, to_json
-from offsetwatch.exporter.http_server import METRICS_CONTENT_TYPE, ExporterHttpServer, accepts_gzip
-from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.serve.api import group_detail, groups_list, readiness, to_json
+from offsetwatch.exporter.serve.http_server import (
+    METRICS_CONTENT_TYPE,
+    ExporterHttpServer,
+    accepts_gzip,
+)
+from offsetwatch.exporter.serve.metrics import MetricsConfig, SnapshotCollector
 from offsetwatch.exporter.stats import PipelineStats
-from tests.exporter.test_metrics import NOW, ODD_GROUP, Holder, build, sample_state
+from tests.exporter.serve.test_metrics import NOW, ODD_GROUP, Holder, build, sample_state
 
 
 def ready_stats() -> PipelineStats:

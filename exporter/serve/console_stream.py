@@ -33,8 +33,8 @@ from typing import Final
 
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.registry import RECORD_TYPES
-from offsetwatch.exporter.console_api import record_event
-from offsetwatch.exporter.live_records import Cursor, LiveRecords, RecordFilter
+from offsetwatch.exporter.serve.console_api import record_event
+from offsetwatch.exporter.serve.live_records import Cursor, LiveRecords, RecordFilter
 
 __all__ = ["DEFAULT_MAX_STREAMS", "RECORD_TYPE_NAMES", "Streams"]
 

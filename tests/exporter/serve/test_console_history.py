@@ -7,9 +7,9 @@ import itertools
 import math
 import threading
 
-from offsetwatch.exporter.console_history import ConsoleHistory
+from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder
-from tests.exporter.test_metrics import NOW, build, commit, histories, sample_state
+from tests.exporter.serve.test_metrics import NOW, build, commit, histories, sample_state
 
 
 def snapshot_at(time_ms: int, ready: bool = True) -> Snapshot:

@@ -23,15 +23,15 @@ import pytest
 import trustme
 
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter.console_history import ConsoleHistory
-from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.live_records import LiveRecords
-from offsetwatch.exporter.metrics import SnapshotCollector
-from offsetwatch.exporter.web_config import load_web_config
+from offsetwatch.exporter.serve.console_history import ConsoleHistory
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.live_records import LiveRecords
+from offsetwatch.exporter.serve.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.web_config import load_web_config
 from tests.exporter.daemon_helpers import wait_for
-from tests.exporter.test_http_server import get, ready_stats
-from tests.exporter.test_live_records import positioned
-from tests.exporter.test_metrics import NOW, Holder, build, commit, sample_state
+from tests.exporter.serve.test_http_server import get, ready_stats
+from tests.exporter.serve.test_live_records import positioned
+from tests.exporter.serve.test_metrics import NOW, Holder, build, commit, sample_state
 
 PASSWORD = "console-secret"
 
@@ -121,7 +121,7 @@ def test_static_files_have_types_and_etags(server: ExporterHttpServer) -> None:
 
 
 def test_every_script_the_page_imports_is_served(server: ExporterHttpServer) -> None:
-    static = Path(__file__).resolve().parents[2] / "exporter" / "static"
+    static = Path(__file__).resolve().parents[3] / "exporter" / "serve" / "static"
     for script in static.glob("*.js"):
         for line in script.read_text().splitlines():
             if line.startswith("import") and 'from "./' in line:

@@ -21,11 +21,11 @@ import bcrypt
 import pytest
 import trustme
 
-from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.metrics import MetricsConfig, SnapshotCollector
-from offsetwatch.exporter.web_config import WebConfig, WebConfigError, load_web_config
-from tests.exporter.test_http_server import ready_stats
-from tests.exporter.test_metrics import Holder, build, sample_state
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.metrics import MetricsConfig, SnapshotCollector
+from offsetwatch.exporter.serve.web_config import WebConfig, WebConfigError, load_web_config
+from tests.exporter.serve.test_http_server import ready_stats
+from tests.exporter.serve.test_metrics import Holder, build, sample_state
 
 if TYPE_CHECKING:
     from offsetwatch.exporter.snapshot import Snapshot

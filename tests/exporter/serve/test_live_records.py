@@ -7,10 +7,10 @@ import json
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.records import Record
 from offsetwatch.exporter.config import ExporterConfig
-from offsetwatch.exporter.console_api import MAX_VALUE_CHARS, record_event
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.live_records import LiveRecords, RecordFilter
-from tests.exporter.test_metrics import classic_group, commit, delete_offset
+from offsetwatch.exporter.serve.console_api import MAX_VALUE_CHARS, record_event
+from offsetwatch.exporter.serve.live_records import LiveRecords, RecordFilter
+from tests.exporter.serve.test_metrics import classic_group, commit, delete_offset
 
 
 def positioned(record: Record, partition: int, offset: int) -> Record:

@@ -37,12 +37,12 @@ import pytest
 
 from offsetwatch.dashboards.console_browser import CHROMIUM, chromium, chromium_path
 from offsetwatch.dashboards.live import DemoStack
-from offsetwatch.exporter.console_static import static_file
-from offsetwatch.exporter.http_server import ExporterHttpServer
-from offsetwatch.exporter.metrics import SnapshotCollector
-from offsetwatch.exporter.web_config import load_web_config
-from tests.exporter.test_http_server import ready_stats
-from tests.exporter.test_metrics import Holder, build, commit, sample_state
+from offsetwatch.exporter.serve.console_static import static_file
+from offsetwatch.exporter.serve.http_server import ExporterHttpServer
+from offsetwatch.exporter.serve.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.web_config import load_web_config
+from tests.exporter.serve.test_http_server import ready_stats
+from tests.exporter.serve.test_metrics import Holder, build, commit, sample_state
 
 pytestmark = pytest.mark.kafka
 

@@ -35,7 +35,7 @@ from typing import ClassVar, Final, Literal, NamedTuple
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from offsetwatch.exporter.api import owner_index
+from offsetwatch.exporter.serve.api import owner_index
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.exporter.status import seconds_since_last_commit

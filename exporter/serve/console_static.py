@@ -46,7 +46,7 @@ class StaticFile:
 @functools.cache
 def _load() -> dict[str, StaticFile]:
     """Read once per process: the files cannot change under a running exporter."""
-    root = resources.files("offsetwatch.exporter") / "static"
+    root = resources.files("offsetwatch.exporter.serve") / "static"
     loaded = {}
     for entry in root.iterdir():
         name = entry.name
