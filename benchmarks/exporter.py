@@ -67,11 +67,6 @@ if str(REPO) not in sys.path:  # tests.kafka_fixtures (run as a script, benchmar
 from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.decoder.codec import Codec  # noqa: E402
 from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
-from offsetwatch.exporter.checkpoint import (  # noqa: E402
-    CheckpointMeta,
-    load_checkpoint,
-    save_checkpoint,
-)
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
 from offsetwatch.exporter.ingest import Ingestor  # noqa: E402
 from offsetwatch.exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
@@ -79,6 +74,11 @@ from offsetwatch.exporter.lag import LogEndHistory  # noqa: E402
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.serve.metrics import SnapshotCollector  # noqa: E402
 from offsetwatch.exporter.service import ExporterService  # noqa: E402
+from offsetwatch.exporter.sinks.checkpoint import (  # noqa: E402
+    CheckpointMeta,
+    load_checkpoint,
+    save_checkpoint,
+)
 from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
 from offsetwatch.exporter.state import OffsetState  # noqa: E402
 from offsetwatch.exporter.stats import PipelineStats  # noqa: E402

@@ -184,7 +184,7 @@ def _archive_figures(spark: SparkSession, work: Path, segments: str, repeats: in
     from offsetwatch.decoder.canonical import Canonical
     from offsetwatch.decoder.codec import Codec
     from offsetwatch.decoder.segments import read_partition_dir
-    from offsetwatch.exporter.archive import ArchiveWriter
+    from offsetwatch.exporter.sinks.archive import ArchiveWriter
 
     codec, canonical = Codec(), Canonical()
     writers = [ArchiveWriter(work / "avro", "avro"), ArchiveWriter(work / "jsonl", "jsonl")]

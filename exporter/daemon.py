@@ -33,13 +33,6 @@ from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.log_end import log_end_identity_key
 from offsetwatch.decoder.records import AnyRecord
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
-from offsetwatch.exporter.checkpoint import (
-    CheckpointError,
-    CheckpointMeta,
-    CheckpointNotFound,
-    load_checkpoint,
-    save_checkpoint,
-)
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
@@ -50,16 +43,23 @@ from offsetwatch.exporter.kafka_source import (
     SourceError,
 )
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.log_end_records import LogEndRecords
-from offsetwatch.exporter.publisher import PublisherStats, RecordPublisher
-from offsetwatch.exporter.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.share_ingest import ShareIngestor
 from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
 from offsetwatch.exporter.share_topics import TopicIdNames
-from offsetwatch.exporter.sink_guard import GuardedSink
+from offsetwatch.exporter.sinks.checkpoint import (
+    CheckpointError,
+    CheckpointMeta,
+    CheckpointNotFound,
+    load_checkpoint,
+    save_checkpoint,
+)
+from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
+from offsetwatch.exporter.sinks.publisher import PublisherStats, RecordPublisher
+from offsetwatch.exporter.sinks.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
+from offsetwatch.exporter.sinks.sink_guard import GuardedSink
 from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats, SinkHealth
@@ -161,7 +161,7 @@ class Exporter:
     #: the final flush or checkpoint at shutdown failed: the process must not exit 0
     close_failed: bool = False
     _refused_seen: int = 0
-    #: exactly once across a crash of the exporter (exporter/resume_dedup.py): when the sinks
+    #: exactly once across a crash of the exporter (exporter/sinks/resume_dedup.py): when the sinks
     #: took records after each position, and what they already hold after the checkpoint
     _since: SinceMarks = field(default_factory=SinceMarks)
     _resume_since: dict[int, int] | None = None
@@ -244,7 +244,7 @@ class Exporter:
                 "and that this client may write to it",
             )
         if self.config.archive_dir is not None:
-            from offsetwatch.exporter.archive import ArchiveWriter
+            from offsetwatch.exporter.sinks.archive import ArchiveWriter
 
             self.archive = ArchiveWriter(
                 self.config.archive_dir,
@@ -417,7 +417,7 @@ class Exporter:
             return Path(self.config.archive_dir)
         return None
 
-    # -- exactly once across a crash of the exporter (exporter/resume_dedup.py) --------------
+    # -- exactly once across a crash of the exporter (exporter/sinks/resume_dedup.py) --------------
 
     def _skip_written(self, positions: dict[int, int] | None, cluster_id: str | None) -> None:
         """After a restore: find what the sinks took after the checkpoint before the crash

@@ -116,7 +116,7 @@ class GroupHistory:
         self.pending_joined.clear()
         self.pending_left.clear()
 
-    # -- checkpoints (plain JSON-able lists; see exporter/checkpoint.py) --------------------
+    # -- checkpoints (plain JSON-able lists; see exporter/sinks/checkpoint.py) --------------------
 
     def to_json(self) -> list[Any]:
         return [

@@ -38,7 +38,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-# re-exported: exporter/publisher.py and spark_jobs/sources/kafka_options.py still import it
+# re-exported: exporter/sinks/publisher.py and spark_jobs/sources/kafka_options.py still import it
 # from here
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations

@@ -140,7 +140,7 @@ _FIRST: Final = (
     "tests/exporter/test_broker_outage.py",
     "tests/grafana/test_known_limits.py",
     "tests/offsetwatch/test_offsets_cmd.py",
-    "tests/exporter/test_publisher.py",
+    "tests/exporter/sinks/test_publisher.py",
     "tests/exporter/serve/test_metrics.py",
     "tests/exporter/test_daemon_restart.py",
     "tests/exporter/serve/test_http_security.py",

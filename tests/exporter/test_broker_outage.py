@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.exporter.checkpoint import load_checkpoint
 from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.sinks.checkpoint import load_checkpoint
 from tests.exporter.daemon_helpers import (
     DATA_LOG_ENDS,
     DATA_TOPIC,

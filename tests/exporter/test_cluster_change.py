@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from offsetwatch.exporter.checkpoint import load_checkpoint
 from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.sinks.checkpoint import load_checkpoint
 from tests.exporter.daemon_helpers import (
     api_group,
     exporter_config,

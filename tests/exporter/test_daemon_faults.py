@@ -16,7 +16,7 @@ from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.canonical import Canonical, identity_key
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter.publisher import (
+from offsetwatch.exporter.sinks.publisher import (
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,

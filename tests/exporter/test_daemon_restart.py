@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from offsetwatch.exporter.checkpoint import load_checkpoint
 from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.sinks.checkpoint import load_checkpoint
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Raw,

@@ -24,7 +24,6 @@ from offsetwatch.decoder.records import (
     Record,
 )
 from offsetwatch.exporter import snapshot as snapshot_module
-from offsetwatch.exporter.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.diagnosis import Cause, DiagnosisConfig, members_at
@@ -32,6 +31,7 @@ from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, Memb
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.api import group_detail, groups_list
 from offsetwatch.exporter.serve.metrics import SnapshotCollector, suspect_hosts
+from offsetwatch.exporter.sinks.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
@@ -555,7 +555,7 @@ def _strip_histories(path: Path) -> None:
     import struct
     import zlib
 
-    from offsetwatch.exporter.checkpoint import _PREAMBLE
+    from offsetwatch.exporter.sinks.checkpoint import _PREAMBLE
 
     data = path.read_bytes()
     magic, version, flags, header_len, body_len, _hcrc, body_crc = _PREAMBLE.unpack_from(data)

@@ -27,14 +27,14 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.exporter.checkpoint import load_checkpoint
-from offsetwatch.exporter.publisher import (
+from offsetwatch.exporter.sinks.checkpoint import load_checkpoint
+from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_CLUSTER,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from offsetwatch.exporter.resume_dedup import scan_topics
+from offsetwatch.exporter.sinks.resume_dedup import scan_topics
 from tests.exporter.daemon_helpers import wait_for
 from tests.exporter.exporter_process import (
     ExporterProcess,

@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.partitioner import partition_for
-from offsetwatch.exporter import archive as archive_module
 from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.sinks import archive as archive_module
 from tests.exporter.daemon_helpers import (
     api_group,
     exporter_config,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from offsetwatch.exporter.checkpoint import load_checkpoint
+from offsetwatch.exporter.sinks.checkpoint import load_checkpoint
 from offsetwatch.mock_cluster import MockCluster
 from offsetwatch.record_factory import RecordFactory
 from tests.kafka_fixtures import OFFSETS_TOPIC, fill_partitions, produce_raw

@@ -126,7 +126,7 @@ def expected_rows(canonicals: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]
 def republished_values(
     records: Iterable[dict[str, Any]], fmt: str, schema_id: int | None = None
 ) -> list[bytes]:
-    """The exporter's republished message values (exporter/publisher.py formats)."""
+    """The exporter's republished message values (exporter/sinks/publisher.py formats)."""
     if fmt == "json":
         return [dumps(r).encode() for r in records]
     avro = AvroCodec()

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from offsetwatch.exporter.archive import ArchiveWriter
+from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.session import PACKAGE_ZIP
 from tests.spark_jobs.lake_records import classic, commit, log_end
 

@@ -9,8 +9,8 @@ import pytest
 
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.log_end import log_end_record
-from offsetwatch.exporter import archive as exporter_archive
-from offsetwatch.exporter.archive import ArchiveWriter
+from offsetwatch.exporter.sinks import archive as exporter_archive
+from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.reader import InputError, read_quarantine, read_records
 from offsetwatch.spark_jobs.sources.archive import _header_end, _read_long
 from tests.conformance_data import decode_run

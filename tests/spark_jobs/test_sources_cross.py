@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from offsetwatch.decoder.canonical import Canonical
-from offsetwatch.exporter.archive import ArchiveWriter
+from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.reader import dedupe, read_records
 from offsetwatch.spark_jobs.schema import TXN_COLUMN, canonical_struct
 from tests.conformance_data import decode_run, run_names

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from offsetwatch.decoder.canonical import Canonical, dumps
-from offsetwatch.exporter.archive import ArchiveWriter
+from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.reader import lake_input, read_lake_input, read_quarantine, read_records
 from offsetwatch.spark_jobs.sources import lake_input as lake_input_module
 from offsetwatch.spark_jobs.sources.lake_input import BAD_COLUMN, LakeCollector, read_jsonl_lake

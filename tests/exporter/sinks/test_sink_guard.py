@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter import sink_guard
-from offsetwatch.exporter.sink_guard import GuardedSink
+from offsetwatch.exporter.sinks import sink_guard
+from offsetwatch.exporter.sinks.sink_guard import GuardedSink
 
 
 def record(partition: int, offset: int) -> Record:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 import offsetwatch.core.atomic as atomic_module
-import offsetwatch.exporter.checkpoint as checkpoint_module
+import offsetwatch.exporter.sinks.checkpoint as checkpoint_module
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from offsetwatch.exporter.checkpoint import (
+from offsetwatch.exporter.sinks.checkpoint import (
     COLUMNS,
     FORMAT_VERSION,
     MAGIC,

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import TopicPartition
 
-from offsetwatch.exporter.publisher import RecordPublisher
+from offsetwatch.exporter.sinks.publisher import RecordPublisher
 from tests.real_broker import Broker, unique
 
 pytestmark = pytest.mark.kafka

@@ -41,7 +41,7 @@ File format (version 2), all integers little-endian:
                        share state is rebuilt from the start of that topic; and optionally
                        `resume_since_ms`: per partition, a wall-clock lower bound (epoch ms)
                        for when the sinks took any record at or after its position
-                       (exporter/resume_dedup.py); without it a restart skips nothing and
+                       (exporter/sinks/resume_dedup.py); without it a restart skips nothing and
                        writes those records again
     body (B bytes), the sections one after the other:
       directory        JSON (ASCII): per group [id, commits_total, last_record_ts,
@@ -194,7 +194,7 @@ class LoadedCheckpoint:
     #: __share_group_state; None in checkpoints written before share groups were read
     share_state: dict[str, Any] | None = None
     #: per partition, when the sinks could first have taken a record at or after its
-    #: position (exporter/resume_dedup.py); None in checkpoints written before it existed
+    #: position (exporter/sinks/resume_dedup.py); None in checkpoints written before it existed
     resume_since_ms: dict[int, int] | None = None
 
 

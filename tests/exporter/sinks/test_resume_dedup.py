@@ -13,19 +13,19 @@ import pytest
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from offsetwatch.exporter.archive import ArchiveWriter
-from offsetwatch.exporter.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.log_end_records import LogEndRecords
-from offsetwatch.exporter.publisher import (
+from offsetwatch.exporter.sinks.archive import ArchiveWriter
+from offsetwatch.exporter.sinks.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
+from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
+from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_CLUSTER,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
     RecordPublisher,
 )
-from offsetwatch.exporter.resume_dedup import (
+from offsetwatch.exporter.sinks.resume_dedup import (
     MARGIN_MS,
     MAX_MARKS,
     SinceMarks,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from offsetwatch.decoder.log_end import IDS_PER_MS
-from offsetwatch.exporter.log_end_records import LogEndRecords
+from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     DATA_LOG_ENDS,

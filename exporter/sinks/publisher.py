@@ -8,7 +8,7 @@ waits, the last record + 1). Delivery callbacks may arrive in any order; a faile
 pins the watermark below that record for good, so a failure can never be checkpointed past
 (the daemon restarts from its last checkpoint and republishes what the output topic does not
 hold yet: every output record carries its source position in headers, which a restart reads
-back, exporter/resume_dedup.py).
+back, exporter/sinks/resume_dedup.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ HEADER_SOURCE_PARTITION = "offsetwatch.source.partition"
 HEADER_SOURCE_OFFSET = "offsetwatch.source.offset"
 #: Kafka's cluster id of the source (when known): republished records and dead letters carry
 #: the source headers, so that a restarted exporter finds what it already wrote
-#: (exporter/resume_dedup.py) and skips only positions of its own cluster
+#: (exporter/sinks/resume_dedup.py) and skips only positions of its own cluster
 HEADER_SOURCE_CLUSTER = "offsetwatch.source.cluster"
 
 
@@ -389,7 +389,7 @@ class RecordPublisher:
 
     def _source_headers(self, partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
         """Where the record comes from: the output topic is read back after a crash to skip
-        what is already there (exporter/resume_dedup.py), and readers can trace a record."""
+        what is already there (exporter/sinks/resume_dedup.py), and readers can trace a record."""
         headers = (
             (HEADER_SOURCE_TOPIC, self._source_topic),
             (HEADER_SOURCE_PARTITION, str(partition).encode()),

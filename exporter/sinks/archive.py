@@ -23,7 +23,7 @@ Crash safety: at start, hidden in-progress files left by a crash are salvaged (e
 record kept) and published under their final names; call `flush(fsync=True)` before saving a
 checkpoint so every record before the checkpointed positions is on disk. Records after the
 checkpoint are read again after a restart; the daemon skips those the files already hold
-(exporter/resume_dedup.py reads back the files modified since the checkpoint's time bound), so
+(exporter/sinks/resume_dedup.py reads back the files modified since the checkpoint's time bound), so
 a restart from a checkpoint archives nothing twice; a full rebuild archives everything again:
 readers still deduplicate on (partition, offset). One writer per directory.
 """

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offsetwatch.exporter.publisher import (
+from offsetwatch.exporter.sinks.publisher import (
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder import contract
-from offsetwatch.exporter.publisher import (
+from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_CLUSTER,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,

@@ -15,7 +15,7 @@ import pytest
 from offsetwatch.decoder import Canonical
 from offsetwatch.decoder.avro import AvroCodec
 from offsetwatch.decoder.canonical import dumps
-from offsetwatch.exporter.archive import INPROGRESS, ArchiveError, ArchiveWriter, partition_of
+from offsetwatch.exporter.sinks.archive import INPROGRESS, ArchiveError, ArchiveWriter, partition_of
 from tests.conformance_data import decode_run
 
 Canon = dict[str, Any]
