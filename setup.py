@@ -2,14 +2,14 @@
 
 The optional C accelerators `offsetwatch.decoder._speedups` (decoding),
 `offsetwatch.exporter._ingest_speedups` (applying offset commits to the exporter's state) and
-`offsetwatch.exporter._snapshot_speedups` (the snapshot's per-partition lag and status).
+`offsetwatch.exporter.judge._snapshot_speedups` (the snapshot's per-partition lag and status).
 
 Everything else (metadata, dependencies, packages) lives in pyproject.toml. The extension is
 `optional`: when it cannot be compiled (no compiler, no Python headers, another interpreter)
 setuptools prints a warning and the install goes on; `offsetwatch.decoder.codec.Codec` then runs its
 pure-Python path, which is also the reference the accelerator is tested against
 (tests/decoder/test_speedups.py), and so does the exporter's ingest
-(tests/exporter/test_ingest_speedups.py, test_snapshot_speedups.py).
+(tests/exporter/test_ingest_speedups.py, tests/exporter/judge/test_snapshot_speedups.py).
 `OFFSETWATCH_NO_SPEEDUPS=1` skips the build.
 """
 
@@ -24,7 +24,7 @@ from setuptools import Extension, setup
 SOURCES = {
     "offsetwatch.decoder._speedups": "decoder/_speedups.c",
     "offsetwatch.exporter._ingest_speedups": "exporter/_ingest_speedups.c",
-    "offsetwatch.exporter._snapshot_speedups": "exporter/_snapshot_speedups.c",
+    "offsetwatch.exporter.judge._snapshot_speedups": "exporter/judge/_snapshot_speedups.c",
 }
 
 ext_modules = []

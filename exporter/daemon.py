@@ -34,8 +34,11 @@ from offsetwatch.decoder.log_end import log_end_identity_key
 from offsetwatch.decoder.records import AnyRecord
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
-from offsetwatch.exporter.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.ingest import Ingestor, Quarantined
+from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
+from offsetwatch.exporter.judge.share_snapshot import topic_names
+from offsetwatch.exporter.judge.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
+from offsetwatch.exporter.judge.status import StatusConfig
 from offsetwatch.exporter.kafka_source import (
     ClusterChanged,
     OffsetOutOfRange,
@@ -46,7 +49,6 @@ from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.share_ingest import ShareIngestor
-from offsetwatch.exporter.share_snapshot import topic_names
 from offsetwatch.exporter.share_state import ShareStateStore
 from offsetwatch.exporter.share_topics import TopicIdNames
 from offsetwatch.exporter.sinks.checkpoint import (
@@ -60,10 +62,8 @@ from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
 from offsetwatch.exporter.sinks.publisher import PublisherStats, RecordPublisher
 from offsetwatch.exporter.sinks.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
 from offsetwatch.exporter.sinks.sink_guard import GuardedSink
-from offsetwatch.exporter.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats, SinkHealth
-from offsetwatch.exporter.status import StatusConfig
 
 log = logging.getLogger(__name__)
 

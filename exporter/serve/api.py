@@ -14,19 +14,19 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from offsetwatch.exporter.diagnosis import Diagnosis
 from offsetwatch.exporter.diagnosis_history import MemberRef
-from offsetwatch.exporter.group_views import (
+from offsetwatch.exporter.judge.diagnosis import Diagnosis
+from offsetwatch.exporter.judge.group_views import (
     GroupView,
     MemberView,
     StreamsTasks,
     StreamsTopology,
     Tasks,
 )
-from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, SharePartitionRow
-from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
+from offsetwatch.exporter.judge.share_snapshot import ShareGroupSnapshot, SharePartitionRow
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, TopicRows
+from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.status import Status
 
 __all__ = [
     "diagnosis_json",

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 from offsetwatch.decoder.canonical import Canonical, dumps
 from offsetwatch.decoder.records import AnyRecord
+from offsetwatch.exporter.judge.snapshot import Snapshot
 from offsetwatch.exporter.serve.api import readiness
 from offsetwatch.exporter.serve.console_history import ConsoleHistory, finite
-from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
 
 __all__ = [

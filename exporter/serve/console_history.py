@@ -32,7 +32,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
 
-from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_RECENT", "DEFAULT_SPAN_MS", "ConsoleHistory", "GroupSeries"]
 

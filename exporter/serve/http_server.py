@@ -58,6 +58,7 @@ from urllib.parse import parse_qs, unquote
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
+from offsetwatch.exporter.judge.snapshot import Snapshot
 from offsetwatch.exporter.serve import api, console_api
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.console_static import PAGE_HEADERS, console_page, static_file
@@ -65,7 +66,6 @@ from offsetwatch.exporter.serve.console_stream import DEFAULT_MAX_STREAMS, Strea
 from offsetwatch.exporter.serve.live_records import LiveRecords, RecordFilter
 from offsetwatch.exporter.serve.metrics import SnapshotCollector
 from offsetwatch.exporter.serve.web_config import BasicAuth, WebConfig
-from offsetwatch.exporter.snapshot import Snapshot
 from offsetwatch.exporter.stats import PipelineStats
 
 __all__ = [

@@ -35,10 +35,10 @@ from typing import ClassVar, Final, Literal, NamedTuple
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, TopicRows
+from offsetwatch.exporter.judge.status import seconds_since_last_commit
 from offsetwatch.exporter.serve.api import owner_index
-from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.status import seconds_since_last_commit
 
 __all__ = [
     "ALIAS_FAMILIES",
@@ -356,7 +356,7 @@ K_LATEST_OFFSET: Final = FamilySpec(
     "Latest offset of a partition",
 )
 
-# share groups (KIP-932): queues, from __share_group_state (exporter/share_snapshot.py)
+# share groups (KIP-932): queues, from __share_group_state (exporter/judge/share_snapshot.py)
 SP_START: Final = _g(
     "share_partition_start_offset",
     _GTP,

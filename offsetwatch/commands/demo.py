@@ -14,7 +14,7 @@ from offsetwatch.commands import integer, seconds
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
-    from offsetwatch.exporter.snapshot import Snapshot
+    from offsetwatch.exporter.judge.snapshot import Snapshot
     from offsetwatch.simulator import GroupPlan
 
 DESCRIPTION = """\

@@ -1,6 +1,6 @@
 """Cause and suspects of every episode, from `group_events`: the exporter's diagnosis in Spark.
 
-The rules are those of the live exporter (exporter/diagnosis.py, docs/diagnosis.md), applied
+The rules are those of the live exporter (exporter/judge/diagnosis.py, docs/diagnosis.md), applied
 at the episode's start with what `group_events` says about the group at that time: members
 (joins and leaves, with client id and host), their latest assignment (`assignment` events:
 classic decoded assignments, KIP-848 current assignments) and rebalances (`generation`

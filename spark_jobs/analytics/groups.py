@@ -1,6 +1,6 @@
 """Per-group analytics from group_events: liveness over time, rebalance storms, group stats.
 
-Liveness is the exporter's `group_is_live` (exporter/snapshot.py: a group with members): the
+Liveness is the exporter's `group_is_live` (exporter/judge/snapshot.py: a group with members): the
 last `state` event decides when the group has any (Empty and Dead are not live), otherwise the
 members that joined and did not leave; a group deletion ends it. A group without any event
 (a "simple" group committing through assign()) is never live.

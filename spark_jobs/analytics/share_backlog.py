@@ -134,7 +134,7 @@ def _lag_then(state: sc.ShareState | None, first_end: int | None) -> int | None:
     A log end never goes down, so it was at most the first sample's then, and the share lag
     grows with the log end: a queue with nothing waiting at that log end had nothing waiting
     before it either. The exporter bounds a share queue's backlog at its window start the same
-    way (exporter/share_snapshot.py, `LogEndHistory.lag_at`). Left unknown, a queue stuck
+    way (exporter/judge/share_snapshot.py, `LogEndHistory.lag_at`). Left unknown, a queue stuck
     since before its topic was first sampled had no backlog episode until the window start
     reached that sample. The first sample starts the history, so no reset (recreated topic)
     lies between.

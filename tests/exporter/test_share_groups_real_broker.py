@@ -50,9 +50,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
+from offsetwatch.exporter.judge.share_snapshot import ShareStatusConfig
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer
 from offsetwatch.exporter.serve.metrics import SnapshotCollector
-from offsetwatch.exporter.share_snapshot import ShareStatusConfig
 from tests.exporter.stepped_exporter import (
     Watched,
     offsetwatch_json,

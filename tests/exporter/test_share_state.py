@@ -19,12 +19,12 @@ from offsetwatch.decoder.records import (
 )
 from offsetwatch.decoder.share_combine import combine
 from offsetwatch.decoder.share_state import ShareStateCodec
-from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.judge.group_views import GroupView, MemberView
+from offsetwatch.exporter.judge.share_snapshot import ShareStatusConfig, share_group
+from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.share_ingest import ShareIngestor
-from offsetwatch.exporter.share_snapshot import ShareStatusConfig, share_group
 from offsetwatch.exporter.share_state import ShareStateStore
-from offsetwatch.exporter.status import Status
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 

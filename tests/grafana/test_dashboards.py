@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from offsetwatch.exporter.status import Status
+from offsetwatch.exporter.judge.status import Status
 from tests.grafana.kit import (
     DASHBOARDS,
     REPO_ROOT,

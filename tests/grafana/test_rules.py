@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from offsetwatch.exporter.status import Status
+from offsetwatch.exporter.judge.status import Status
 from tests.grafana.kit import (
     ALERT_NAMES,
     ALERTMANAGER_EXAMPLE,

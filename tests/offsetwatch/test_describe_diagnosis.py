@@ -1,7 +1,7 @@
 """`groups describe --exporter` shows the exporter's diagnosis: cause and reason per group.
 
 The exporter's answer is the real `/api/v1/groups/NAME` body (exporter/serve/api.py) of a group with
-one stuck member of three, built from real-format records (tests/exporter/test_diagnosis.py).
+one stuck member of three, built from real-format records (tests/exporter/judge/test_diagnosis.py).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from offsetwatch.exporter.serve.api import group_detail
 from offsetwatch.offset_ops import render
 from offsetwatch.offset_ops.describe import GroupReport, PartitionRow
-from tests.exporter.test_diagnosis import stuck_snapshot
+from tests.exporter.judge.test_diagnosis import stuck_snapshot
 
 
 def _report(group: str) -> GroupReport:

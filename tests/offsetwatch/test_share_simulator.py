@@ -10,7 +10,7 @@ from __future__ import annotations
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import Record, ShareStateRecord
 from offsetwatch.decoder.share_state import ShareStateCodec
-from offsetwatch.exporter.group_views import GroupViews
+from offsetwatch.exporter.judge.group_views import GroupViews
 from offsetwatch.exporter.share_state import ShareStateStore
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.record_factory import KeyValue, topic_id_for

@@ -7,8 +7,8 @@ import itertools
 import math
 import threading
 
+from offsetwatch.exporter.judge.snapshot import Snapshot, SnapshotBuilder
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
-from offsetwatch.exporter.snapshot import Snapshot, SnapshotBuilder
 from tests.exporter.serve.test_metrics import NOW, build, commit, histories, sample_state
 
 

@@ -28,7 +28,7 @@ from tests.exporter.serve.test_http_server import ready_stats
 from tests.exporter.serve.test_metrics import Holder, build, sample_state
 
 if TYPE_CHECKING:
-    from offsetwatch.exporter.snapshot import Snapshot
+    from offsetwatch.exporter.judge.snapshot import Snapshot
     from offsetwatch.exporter.stats import PipelineStats
 
 PASSWORD = "s3cret-scrape"

@@ -29,7 +29,9 @@ from offsetwatch.decoder.records import (
     OffsetCommitValue,
     Record,
 )
-from offsetwatch.exporter.group_views import GroupView, MemberView
+from offsetwatch.exporter.judge.group_views import GroupView, MemberView
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRows
+from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.api import owner_index
 from offsetwatch.exporter.serve.metrics import (
@@ -39,10 +41,8 @@ from offsetwatch.exporter.serve.metrics import (
     SnapshotCollector,
     escape_label_value,
 )
-from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRows
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.status import Status
 from tests.conformance_data import decode_run
 
 REPO = Path(__file__).resolve().parents[3]

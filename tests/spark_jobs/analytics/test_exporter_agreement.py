@@ -24,15 +24,15 @@ import pytest
 
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
-from offsetwatch.exporter.snapshot import SnapshotBuilder
-from offsetwatch.exporter.state import OffsetState
-from offsetwatch.exporter.status import (
+from offsetwatch.exporter.judge.snapshot import SnapshotBuilder
+from offsetwatch.exporter.judge.status import (
     DEFAULT_STATUS_CONFIG,
     PartitionWindow,
     Status,
     evaluate_partition,
 )
+from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state import OffsetState
 from offsetwatch.spark_jobs.analytics import AnalyticsResult, analyze
 from tests.spark_jobs.datasets import Commit, Scenario, ScenarioBuilder, at, frames
 
@@ -132,7 +132,7 @@ SAMPLED_FROM = at(10 / 60)
 
 def stuck_since_first_commit() -> Scenario:
     """Two groups commit one offset every 5 s from T0 on a topic the sampler first sees 10 s
-    later (tests/exporter/test_snapshot.py's case, on the analytics' minute grid):
+    later (tests/exporter/judge/test_snapshot.py's case, on the analytics' minute grid):
 
     * `stuck` on late/0, caught up at its first commit: the log end is 100 until 90 s (so a
       minute tick a window back can see it caught up after the first sample), then 10 more

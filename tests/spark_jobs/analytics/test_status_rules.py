@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from offsetwatch.exporter.status import (
+from offsetwatch.exporter.judge.status import (
     DEFAULT_STATUS_CONFIG,
     PartitionWindow,
     Status,

@@ -152,7 +152,7 @@ def _every_second(offset: int, seconds: int, tick_ms: int) -> pa.Table:
 
 
 def stuck_since_first_commit(tick_ms: int) -> list[Status]:
-    """tests/exporter/test_snapshot.py's stalled consumer on the sweep: it commits 100 every
+    """tests/exporter/judge/test_snapshot.py's stalled consumer on the sweep: it commits 100 every
     second from 1 s, caught up at first; the log end is sampled half a second after each
     commit, 100 at first, then 10 more a second. A one-minute window; the status at every
     tick by the shared rules (status_rules.py gives the same, test_status_rules.py)."""

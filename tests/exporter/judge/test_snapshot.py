@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, SnapshotBuilder
+from offsetwatch.exporter.judge.status import Status, StatusConfig
 from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.snapshot import GroupSnapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
-from offsetwatch.exporter.status import Status, StatusConfig
 
 T0 = 1_800_000_000_000
 W = 60_000

@@ -23,19 +23,19 @@ from offsetwatch.decoder.records import (
     MemberMetadata,
     Record,
 )
-from offsetwatch.exporter import snapshot as snapshot_module
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.diagnosis import Cause, DiagnosisConfig, members_at
 from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef
+from offsetwatch.exporter.judge import snapshot as snapshot_module
+from offsetwatch.exporter.judge.diagnosis import Cause, DiagnosisConfig, members_at
+from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder
+from offsetwatch.exporter.judge.status import Status, StatusConfig
 from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.api import group_detail, groups_list
 from offsetwatch.exporter.serve.metrics import SnapshotCollector, suspect_hosts
 from offsetwatch.exporter.sinks.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
-from offsetwatch.exporter.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
-from offsetwatch.exporter.status import Status, StatusConfig
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
 from tests.conformance_data import decode_run
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from offsetwatch.decoder.codec import Codec
-from offsetwatch.exporter.group_views import GroupViews
+from offsetwatch.exporter.judge.group_views import GroupViews
 from offsetwatch.exporter.state import OffsetState
 from offsetwatch.record_factory import Member, RecordFactory, topic_id_for
 

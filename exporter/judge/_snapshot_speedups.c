@@ -1,5 +1,5 @@
 /*
- * exporter._snapshot_speedups: an optional C accelerator of the snapshot's per-partition loop.
+ * exporter.judge._snapshot_speedups: an optional C accelerator of the snapshot's per-partition loop.
  *
  * `SnapshotBuilder._topic` walks every committed partition of a (group, topic) at every
  * snapshot: lag, lag in seconds, the lag at the evidence start, the commit rate, the drain
@@ -7,9 +7,9 @@
  * ~0.9 CPU s in Python, the first build of a catch-up and every build of the steady state.
  * `partition_loop` does the same loop in C: the same arithmetic in the same order (so the
  * float sums are the very same doubles), reading `LogEndHistory`'s array and fields
- * directly. The Python loop in exporter/snapshot.py stays the reference, used when this
+ * directly. The Python loop in exporter/judge/snapshot.py stays the reference, used when this
  * module is not built or a history is not a plain `LogEndHistory`;
- * tests/exporter/test_snapshot_speedups.py compares both on random tables and histories.
+ * tests/exporter/judge/test_snapshot_speedups.py compares both on random tables and histories.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -406,7 +406,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_snapshot_speedups",
-    "C accelerator of the snapshot's per-partition loop (exporter/_snapshot_speedups.c).", -1,
+    "C accelerator of the snapshot's per-partition loop (exporter/judge/_snapshot_speedups.c).", -1,
     methods,
 };
 

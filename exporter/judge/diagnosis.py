@@ -32,7 +32,7 @@ from typing import Final
 
 from offsetwatch.core.status import Status
 from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef, Rebalance
-from offsetwatch.exporter.group_views import GroupView, MemberView, StreamsTopology
+from offsetwatch.exporter.judge.group_views import GroupView, MemberView, StreamsTopology
 from offsetwatch.exporter.state import NEVER, PartitionTable
 
 __all__ = [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offsetwatch.exporter.status import (
+from offsetwatch.exporter.judge.status import (
     DEFAULT_STATUS_CONFIG,
     PartitionWindow,
     Status,

@@ -29,12 +29,12 @@ from typing import Final
 
 from offsetwatch.decoder.records import ShareGroupPartitionMetadataValue
 from offsetwatch.decoder.share_combine import Batch
-from offsetwatch.exporter.diagnosis import Cause, Diagnosis, Suspect
-from offsetwatch.exporter.group_views import GroupView
+from offsetwatch.exporter.judge.diagnosis import Cause, Diagnosis, Suspect
+from offsetwatch.exporter.judge.group_views import GroupView
+from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
 from offsetwatch.exporter.share_state import ARCHIVED, AVAILABLE, SharePartition
 from offsetwatch.exporter.state import NEVER, GroupState
-from offsetwatch.exporter.status import Status
 
 UNKNOWN: Final = -1
 

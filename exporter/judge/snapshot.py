@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder.codec import built_from, in_use
-from offsetwatch.exporter.diagnosis import (
+from offsetwatch.exporter.judge.diagnosis import (
     DEFAULT_DIAGNOSIS_CONFIG,
     Cause,
     Diagnosis,
@@ -27,18 +27,22 @@ from offsetwatch.exporter.diagnosis import (
     diagnose,
     ok_diagnosis,
 )
-from offsetwatch.exporter.group_views import GroupView, GroupViews
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.share_snapshot import ShareGroupSnapshot, ShareStatusConfig, share_group
-from offsetwatch.exporter.share_state import SharePartition, ShareStateStore
-from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
-from offsetwatch.exporter.status import (
+from offsetwatch.exporter.judge.group_views import GroupView, GroupViews
+from offsetwatch.exporter.judge.share_snapshot import (
+    ShareGroupSnapshot,
+    ShareStatusConfig,
+    share_group,
+)
+from offsetwatch.exporter.judge.status import (
     PartitionWindow,
     Status,
     StatusConfig,
     evaluate_group,
     evaluate_partition,
 )
+from offsetwatch.exporter.lag import LogEndHistory
+from offsetwatch.exporter.share_state import SharePartition, ShareStateStore
+from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
 
 UNKNOWN: Final = -1
 #: the diagnosis of a group nothing is known about (OK, no rebalance seen)
@@ -79,14 +83,14 @@ class GroupSnapshot:
     commit_rate: float
     total_lag: int
     max_lag_seconds: float
-    #: why the group is not OK, who to look at, its rebalances (exporter/diagnosis.py)
+    #: why the group is not OK, who to look at, its rebalances (exporter/judge/diagnosis.py)
     diagnosis: Diagnosis = NO_DIAGNOSIS
     #: rebalances, member joins and member leaves seen (exporter/diagnosis_history.py)
     rebalances_total: int = 0
     members_joined_total: int = 0
     members_left_total: int = 0
     #: share groups (KIP-932): each share partition's state, lag and status from
-    #: __share_group_state (exporter/share_snapshot.py); None for other groups
+    #: __share_group_state (exporter/judge/share_snapshot.py); None for other groups
     share: ShareGroupSnapshot | None = None
 
 
@@ -168,12 +172,13 @@ def _allowed(name: str, allow: re.Pattern[str] | None, deny: re.Pattern[str] | N
 
 
 _BUILT: Final = built_from(
-    "offsetwatch.exporter._snapshot_speedups", Path(__file__).with_name("_snapshot_speedups.c")
+    "offsetwatch.exporter.judge._snapshot_speedups",
+    Path(__file__).with_name("_snapshot_speedups.c"),
 )
 
 
 def snapshot_accelerator() -> tuple[Any, str]:
-    """(exporter._snapshot_speedups or None, why it is not used)."""
+    """(exporter.judge._snapshot_speedups or None, why it is not used)."""
     return in_use(_BUILT)
 
 
@@ -190,7 +195,7 @@ class SnapshotBuilder:
     diagnosis_config: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG
     diagnosis_errors: int = 0
     share_config: ShareStatusConfig | None = None
-    #: the per-partition loop in C (exporter/_snapshot_speedups.c); None: `_partition_loop`
+    #: the per-partition loop in C (exporter/judge/_snapshot_speedups.c); None: `_partition_loop`
     accelerated_loop: Any = field(default_factory=_accelerated_loop, repr=False, compare=False)
 
     def build(
@@ -562,7 +567,7 @@ def _partition_loop(
     status: bytearray,
 ) -> tuple[float, int, float, int, bool]:
     """The per-partition loop of `SnapshotBuilder._topic`, the reference of the C one
-    (exporter/_snapshot_speedups.c): fills log_end, lags, lag_s and status (row i is
+    (exporter/judge/_snapshot_speedups.c): fills log_end, lags, lag_s and status (row i is
     partition numbers[i]) and returns (commits_per_ms, shared_commits, drain_per_ms,
     shared_drain, drain_known) of the partitions not judged from the shared window start,
     and the sums of those that are."""

@@ -1,8 +1,8 @@
-"""The C loop of the snapshot (exporter/_snapshot_speedups.c) gives the rows the Python loop
+"""The C loop of the snapshot (exporter/judge/_snapshot_speedups.c) gives the rows the Python loop
 gives, on every table and history.
 
 `SnapshotBuilder()` runs the per-partition loop of `_topic` through
-`offsetwatch.exporter._snapshot_speedups` when it is built; `accelerated_loop=None` is the
+`offsetwatch.exporter.judge._snapshot_speedups` when it is built; `accelerated_loop=None` is the
 Python reference. Seeded random tables (gaps, rewinds, first commits after the window start,
 commits over several window rolls) and histories (flat runs, moves, resets of a recreated
 topic, thinned long histories, no sample at all) under random status settings and times are
@@ -21,15 +21,15 @@ import pytest
 
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.snapshot import (
+from offsetwatch.exporter.judge.snapshot import (
     Snapshot,
     SnapshotBuilder,
     TopicRows,
     snapshot_accelerator,
 )
+from offsetwatch.exporter.judge.status import StatusConfig
+from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.state import OffsetState
-from offsetwatch.exporter.status import StatusConfig
 from tests.conftest import require_accelerator
 
 T0 = 1_700_000_000_000
