@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test test-compat style lint bench clean kafka kafka-matrix
 
-$(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/_ingest_speedups.c \
+$(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/state/_ingest_speedups.c \
     exporter/judge/_snapshot_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

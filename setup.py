@@ -1,7 +1,7 @@
 """Build configuration beyond pyproject.toml.
 
 The optional C accelerators `offsetwatch.decoder._speedups` (decoding),
-`offsetwatch.exporter._ingest_speedups` (applying offset commits to the exporter's state) and
+`offsetwatch.exporter.state._ingest_speedups` (applying offset commits to the exporter's state) and
 `offsetwatch.exporter.judge._snapshot_speedups` (the snapshot's per-partition lag and status).
 
 Everything else (metadata, dependencies, packages) lives in pyproject.toml. The extension is
@@ -9,7 +9,7 @@ Everything else (metadata, dependencies, packages) lives in pyproject.toml. The 
 setuptools prints a warning and the install goes on; `offsetwatch.decoder.codec.Codec` then runs its
 pure-Python path, which is also the reference the accelerator is tested against
 (tests/decoder/test_speedups.py), and so does the exporter's ingest
-(tests/exporter/test_ingest_speedups.py, tests/exporter/judge/test_snapshot_speedups.py).
+(tests/exporter/state/test_ingest_speedups.py, tests/exporter/judge/test_snapshot_speedups.py).
 `OFFSETWATCH_NO_SPEEDUPS=1` skips the build.
 """
 
@@ -23,7 +23,7 @@ from setuptools import Extension, setup
 
 SOURCES = {
     "offsetwatch.decoder._speedups": "decoder/_speedups.c",
-    "offsetwatch.exporter._ingest_speedups": "exporter/_ingest_speedups.c",
+    "offsetwatch.exporter.state._ingest_speedups": "exporter/state/_ingest_speedups.c",
     "offsetwatch.exporter.judge._snapshot_speedups": "exporter/judge/_snapshot_speedups.c",
 }
 

@@ -46,12 +46,12 @@ if str(REPO) not in sys.path:  # tests.* helpers (run as a script, benchmarks/ i
 from offsetwatch.dashboards.console_browser import chromium  # noqa: E402
 from offsetwatch.decoder.records import Record  # noqa: E402
 from offsetwatch.exporter.judge.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
-from offsetwatch.exporter.lag import LogEndHistory  # noqa: E402
 from offsetwatch.exporter.serve.console_history import ConsoleHistory  # noqa: E402
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.serve.live_records import LiveRecords  # noqa: E402
 from offsetwatch.exporter.serve.metrics import SnapshotCollector  # noqa: E402
-from offsetwatch.exporter.state import OffsetState  # noqa: E402
+from offsetwatch.exporter.state.lag import LogEndHistory  # noqa: E402
+from offsetwatch.exporter.state.offset_state import OffsetState  # noqa: E402
 from offsetwatch.exporter.stats import PipelineStats  # noqa: E402
 from tests.exporter.serve.test_metrics import classic_group, commit  # noqa: E402
 

@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/diagnosis.py --quick    # 100,000 partitions
 
 "Before" is this tree with the three modules the diagnosis changed on the ingest and snapshot
-paths (`exporter/state.py`, `exporter/judge/snapshot.py`, `exporter/judge/group_views.py`) taken from the
-commit before it (`--before`, default dc35b15), copied to a temporary directory and put first
-on `PYTHONPATH`; "after" is this tree. Each runs in its own child process, alternating, best of
-`--runs`, so both see the same machine.
+paths (`exporter/state/offset_state.py`, `exporter/judge/snapshot.py`,
+`exporter/judge/group_views.py`) taken from the commit before it (`--before`, default dc35b15),
+copied to a temporary directory and put first on `PYTHONPATH`; "after" is this tree. Each runs in
+its own child process, alternating, best of `--runs`, so both see the same machine.
 
 The workload: 10,000 groups x 4 topics x 25 partitions (1,000,000 tracked partitions), each
 group with a classic GroupMetadata of 2 members (real consumer-protocol assignments); 4 commit
@@ -45,7 +45,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 #: the modules the diagnosis changed on the ingest and snapshot paths
-CHANGED = ("exporter/state.py", "exporter/judge/snapshot.py", "exporter/judge/group_views.py")
+CHANGED = (
+    "exporter/state/offset_state.py",
+    "exporter/judge/snapshot.py",
+    "exporter/judge/group_views.py",
+)
 BASE_TS = 1_800_000_000_000
 ROUND_MS = 60_000
 WINDOW_MS = 120_000
@@ -105,11 +109,11 @@ def log_end(topic_index: int, partition: int, ts: int) -> int:
 
 def child(groups: int) -> dict[str, Any]:
     from offsetwatch.decoder.codec import Codec
-    from offsetwatch.exporter.ingest import Ingestor
     from offsetwatch.exporter.judge.snapshot import SnapshotBuilder
     from offsetwatch.exporter.judge.status import Status, StatusConfig
-    from offsetwatch.exporter.lag import LogEndHistory
-    from offsetwatch.exporter.state import OffsetState
+    from offsetwatch.exporter.state.ingest import Ingestor
+    from offsetwatch.exporter.state.lag import LogEndHistory
+    from offsetwatch.exporter.state.offset_state import OffsetState
     from offsetwatch.exporter.stats import PipelineStats
     from offsetwatch.record_factory import Member, RecordFactory
 

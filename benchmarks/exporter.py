@@ -68,10 +68,8 @@ from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
 from offsetwatch.decoder.codec import Codec  # noqa: E402
 from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
-from offsetwatch.exporter.ingest import Ingestor  # noqa: E402
 from offsetwatch.exporter.judge.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
 from offsetwatch.exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
-from offsetwatch.exporter.lag import LogEndHistory  # noqa: E402
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.serve.metrics import SnapshotCollector  # noqa: E402
 from offsetwatch.exporter.service import ExporterService  # noqa: E402
@@ -80,7 +78,9 @@ from offsetwatch.exporter.sinks.checkpoint import (  # noqa: E402
     load_checkpoint,
     save_checkpoint,
 )
-from offsetwatch.exporter.state import OffsetState  # noqa: E402
+from offsetwatch.exporter.state.ingest import Ingestor  # noqa: E402
+from offsetwatch.exporter.state.lag import LogEndHistory  # noqa: E402
+from offsetwatch.exporter.state.offset_state import OffsetState  # noqa: E402
 from offsetwatch.exporter.stats import PipelineStats  # noqa: E402
 from offsetwatch.mock_cluster import MockCluster  # noqa: E402
 from offsetwatch.record_factory import Member, RecordFactory  # noqa: E402

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds  # noqa: E402
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds  # noqa: E402
 
 INTERVAL_MS = 10_000
 

@@ -41,8 +41,8 @@ from offsetwatch.decoder.records import (
     StateBatch,
 )
 from offsetwatch.decoder.share_state import ShareStateCodec
-from offsetwatch.exporter.share_state import ShareStateStore
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
+from offsetwatch.exporter.state.share_state import ShareStateStore
 
 TS = 1_795_000_000_000
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"

@@ -2,7 +2,7 @@
 
 Pure (no I/O, no third-party imports): the one place where `__share_group_state` records are
 folded into a share partition's state, for every reader of that topic (the Spark lake's
-`share_state` table and the exporter's `ShareStateStore`, exporter/share_state.py).
+`share_state` table and the exporter's `ShareStateStore`, exporter/state/share_state.py).
 
 Kafka 4.0's share coordinator (`ShareCoordinatorShard.replay`, checked against apache/kafka):
 

@@ -71,7 +71,7 @@ from offsetwatch.core.connection import (
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.durations import MAX_WAIT_S
-from offsetwatch.exporter.diagnosis_history import RING_SIZE
+from offsetwatch.exporter.state.diagnosis_history import RING_SIZE
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"

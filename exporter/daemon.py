@@ -34,7 +34,6 @@ from offsetwatch.decoder.log_end import log_end_identity_key
 from offsetwatch.decoder.records import AnyRecord
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
-from offsetwatch.exporter.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.judge.share_snapshot import topic_names
 from offsetwatch.exporter.judge.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
@@ -45,12 +44,8 @@ from offsetwatch.exporter.kafka_source import (
     OffsetsTopicSource,
     SourceError,
 )
-from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
-from offsetwatch.exporter.share_ingest import ShareIngestor
-from offsetwatch.exporter.share_state import ShareStateStore
-from offsetwatch.exporter.share_topics import TopicIdNames
 from offsetwatch.exporter.sinks.checkpoint import (
     CheckpointError,
     CheckpointMeta,
@@ -62,7 +57,12 @@ from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
 from offsetwatch.exporter.sinks.publisher import PublisherStats, RecordPublisher
 from offsetwatch.exporter.sinks.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
 from offsetwatch.exporter.sinks.sink_guard import GuardedSink
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.ingest import Ingestor, Quarantined
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
+from offsetwatch.exporter.state.share_ingest import ShareIngestor
+from offsetwatch.exporter.state.share_state import ShareStateStore
+from offsetwatch.exporter.state.topic_names import TopicIdNames
 from offsetwatch.exporter.stats import PipelineStats, SinkHealth
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class Exporter:
     builder: SnapshotBuilder = field(init=False)
     source: OffsetsTopicSource | None = None
     #: share groups (KIP-932): __share_group_state, read beside __consumer_offsets once it
-    #: exists (exporter/share_state.py); its undecodable records go to the quarantine file
+    #: exists (exporter/state/share_state.py); its undecodable records go to the quarantine file
     share_store: ShareStateStore = field(default_factory=ShareStateStore)
     share_ingestor: ShareIngestor = field(init=False)
     share_source: OffsetsTopicSource | None = None

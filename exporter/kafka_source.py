@@ -42,7 +42,7 @@ from confluent_kafka import (
 # from here
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations
-from offsetwatch.exporter.ingest import ingest_accelerator
+from offsetwatch.exporter.state.ingest import ingest_accelerator
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ class OffsetsTopicSource:
         self._retired: list[threading.Thread] = []
         self.clients_replaced_total = 0
         accelerator, _why = ingest_accelerator()
-        #: the C loop of `_split`, when exporter._ingest_speedups is built
+        #: the C loop of `_split`, when exporter.state._ingest_speedups is built
         self._split_batch = accelerator.split_batch if accelerator is not None else None
 
         self._lock = threading.Lock()

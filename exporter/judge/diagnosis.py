@@ -31,9 +31,14 @@ from enum import StrEnum
 from typing import Final
 
 from offsetwatch.core.status import Status
-from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef, Rebalance
 from offsetwatch.exporter.judge.group_views import GroupView, MemberView, StreamsTopology
-from offsetwatch.exporter.state import NEVER, PartitionTable
+from offsetwatch.exporter.state.diagnosis_history import (
+    RING_SIZE,
+    GroupHistory,
+    MemberRef,
+    Rebalance,
+)
+from offsetwatch.exporter.state.offset_state import NEVER, PartitionTable
 
 __all__ = [
     "Cause",

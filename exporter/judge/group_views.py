@@ -41,7 +41,7 @@ from offsetwatch.decoder.records import (
     TaskIds,
     TopicPartitions,
 )
-from offsetwatch.exporter.state import GroupState
+from offsetwatch.exporter.state.offset_state import GroupState
 
 Assignment = tuple[tuple[str, tuple[int, ...]], ...]
 TaskIdsLike = CurrentTaskIds | TaskIds

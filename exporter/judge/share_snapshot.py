@@ -9,7 +9,7 @@ when a snapshot is built. Per share partition:
 * share lag (KIP-1226): log end - start offset - acknowledged - archived;
 * lag seconds: the age of the oldest record not yet done (the first offset past the start
   offset that is neither acknowledged nor archived), from the log-end history as for consumer
-  groups (exporter/lag.py);
+  groups (exporter/state/lag.py);
 * the highest delivery count, and the poison batches: records available again after
   `redelivery_warn` deliveries or more (redelivered again and again), or archived after
   `delivery_limit` deliveries (given up at the broker's `group.share.delivery.count.limit`).
@@ -32,9 +32,9 @@ from offsetwatch.decoder.share_combine import Batch
 from offsetwatch.exporter.judge.diagnosis import Cause, Diagnosis, Suspect
 from offsetwatch.exporter.judge.group_views import GroupView
 from offsetwatch.exporter.judge.status import Status
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
-from offsetwatch.exporter.share_state import ARCHIVED, AVAILABLE, SharePartition
-from offsetwatch.exporter.state import NEVER, GroupState
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state.offset_state import NEVER, GroupState
+from offsetwatch.exporter.state.share_state import ARCHIVED, AVAILABLE, SharePartition
 
 UNKNOWN: Final = -1
 

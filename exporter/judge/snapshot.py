@@ -40,9 +40,9 @@ from offsetwatch.exporter.judge.status import (
     evaluate_group,
     evaluate_partition,
 )
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.share_state import SharePartition, ShareStateStore
-from offsetwatch.exporter.state import NEVER, GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import NEVER, GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.state.share_state import SharePartition, ShareStateStore
 
 UNKNOWN: Final = -1
 #: the diagnosis of a group nothing is known about (OK, no rebalance seen)
@@ -85,7 +85,7 @@ class GroupSnapshot:
     max_lag_seconds: float
     #: why the group is not OK, who to look at, its rebalances (exporter/judge/diagnosis.py)
     diagnosis: Diagnosis = NO_DIAGNOSIS
-    #: rebalances, member joins and member leaves seen (exporter/diagnosis_history.py)
+    #: rebalances, member joins and member leaves seen (exporter/state/diagnosis_history.py)
     rebalances_total: int = 0
     members_joined_total: int = 0
     members_left_total: int = 0
@@ -100,7 +100,7 @@ class ShareStats:
 
     #: records applied by kind (share_snapshot, share_update, tombstone, unknown)
     applied: tuple[tuple[str, int], ...] = ()
-    #: bad input by reason (exporter/share_state.py), undecodable records included
+    #: bad input by reason (exporter/state/share_state.py), undecodable records included
     errors: tuple[tuple[str, int], ...] = ()
     #: exported share partitions whose topic id has no known name (shown as the id)
     unnamed_partitions: int = 0

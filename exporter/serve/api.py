@@ -14,7 +14,6 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from offsetwatch.exporter.diagnosis_history import MemberRef
 from offsetwatch.exporter.judge.diagnosis import Diagnosis
 from offsetwatch.exporter.judge.group_views import (
     GroupView,
@@ -26,6 +25,7 @@ from offsetwatch.exporter.judge.group_views import (
 from offsetwatch.exporter.judge.share_snapshot import ShareGroupSnapshot, SharePartitionRow
 from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.judge.status import Status
+from offsetwatch.exporter.state.diagnosis_history import MemberRef
 from offsetwatch.exporter.stats import PipelineStats
 
 __all__ = [

@@ -85,8 +85,8 @@ from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import Record
-from offsetwatch.exporter.diagnosis_history import GroupHistory
-from offsetwatch.exporter.state import (
+from offsetwatch.exporter.state.diagnosis_history import GroupHistory
+from offsetwatch.exporter.state.offset_state import (
     ApplyCounters,
     GroupState,
     OffsetState,

@@ -2,8 +2,8 @@
 
 Pure logic, shared by the exporter and the Spark analytics: the exporter's state store
 gathers a `PartitionWindow` per (group, topic, partition) and this module only decides. The
-exporter's window slides in half-window steps (exporter/state.py): its evidence starts at a
-bucket boundary one to one and a half windows ago (or at a younger partition's first commit),
+exporter's window slides in half-window steps (exporter/state/offset_state.py): its evidence starts
+at a bucket boundary one to one and a half windows ago (or at a younger partition's first commit),
 so "for a whole window" holds for the rules.
 The rules, their order and the false positives each one avoids are written down in
 docs/status-rules.md; keep the two in step.
@@ -70,7 +70,7 @@ class PartitionWindow:
     #: Lag in offsets at the start of the evidence: the log end at that time minus the offset
     #: committed at that time (clamped at 0). None when unknown (history does not reach back
     #: that far, e.g. during the first window after start-up; the exporter gives 0 when the
-    #: oldest sample it has is no higher than that offset, see exporter/lag.py `lag_at`).
+    #: oldest sample it has is no higher than that offset, see exporter/state/lag.py `lag_at`).
     lag_at_window_start: int | None
     #: First time the current log end was seen, if it was seen at least twice (see
     #: `LogEndHistory.unchanged_since_ms`); None if the latest sample moved it.

@@ -7,7 +7,7 @@ tables (`applyInArrow`); here the tick grid of every life, the commit state at e
 seconds (binary searches in the samples) are array operations over all the partition's
 lives at once.
 
-Same definitions as the exporter (exporter/lag.py, docs/status-rules.md "Lag in seconds"):
+Same definitions as the exporter (exporter/state/lag.py, docs/status-rules.md "Lag in seconds"):
 the log end at a tick is the last sample at or before it; lag in seconds is the tick minus
 the append time of the message at the committed offset, interpolated between the last sample
 with log end <= committed and the first with log end > committed (the k-th of n messages in
@@ -17,7 +17,7 @@ a new *epoch*: offsets before and after are unrelated, as when the exporter clea
 The lag at window start is `LogEndHistory.lag_at`'s, taken at the evidence start (the tick a
 window back, or the life's first commit within its first window): 0, not unknown, before the
 first sample when that sample's log end is no higher than the offset committed then.
-tests/spark_jobs/analytics/test_timeline_sweep.py checks every tick against exporter/lag.py.
+tests/spark_jobs/analytics/test_timeline_sweep.py checks every tick against exporter/state/lag.py.
 """
 
 from __future__ import annotations

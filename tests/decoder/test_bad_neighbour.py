@@ -25,8 +25,8 @@ from offsetwatch.cli import main
 from offsetwatch.decoder import Codec
 from offsetwatch.decoder.records import Record
 from offsetwatch.decoder.segments import read_segment
-from offsetwatch.exporter.ingest import Ingestor, Quarantined
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.ingest import Ingestor, Quarantined
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 
 BATCHES = 3

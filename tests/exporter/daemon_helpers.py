@@ -28,7 +28,7 @@ from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.service import ExporterService
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.record_factory import Member, RecordFactory
 from tests.kafka_fixtures import OFFSETS_TOPIC, ClusterControl, fill_partitions, produce_raw
 

@@ -22,7 +22,7 @@ from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Raw,

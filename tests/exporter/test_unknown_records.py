@@ -35,10 +35,10 @@ from offsetwatch.decoder.records import (
 from offsetwatch.decoder.segments import RecordSpec, read_segment, write_batch
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.ingest import Ingestor
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer
 from offsetwatch.exporter.serve.metrics import SnapshotCollector
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.ingest import Ingestor
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.record_factory import RecordFactory
 from tests.exporter.stepped_exporter import until, watch

@@ -2,10 +2,10 @@
 
 They made alerts of grafana/prometheus/offsetwatch-rules.yml misbehave with the default
 settings: lag in seconds levelled off at the length of the log-end history, so the critical
-OffsetwatchGroupLagHigh could not fire on a busy partition (exporter/lag.py now thins the
+OffsetwatchGroupLagHigh could not fire on a busy partition (exporter/state/lag.py now thins the
 history geometrically), and a tumbling status window made a STALL read OK for a moment at
-every roll, restarting OffsetwatchGroupStatus's `for` (exporter/state.py now slides the window
-in half-window buckets). See docs/status-rules.md.
+every roll, restarting OffsetwatchGroupStatus's `for` (exporter/state/offset_state.py now slides the
+window in half-window buckets). See docs/status-rules.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from offsetwatch.dashboards.live import DemoStack, wait_until
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
 
 SAMPLE_INTERVAL_MS = 10_000  # the exporter's default --sample-interval-s
 
@@ -53,7 +53,7 @@ def test_a_stalled_group_stays_stall_across_window_rolls() -> None:
     needs enough that are not. The demo's stalled group is stuck from its first commit, made
     caught up before the exporter sampled its topic: with its lag at that commit unknown it
     read STALL at once, then OK when the window start reached its first sample (caught up
-    there), then STALL (exporter/lag.py `lag_at` bounds that lag by the first sample now)."""
+    there), then STALL (exporter/state/lag.py `lag_at` bounds that lag by the first sample now)."""
     window_s = 4.0
     window_ms = int(window_s * 1000)
     with DemoStack(status_window_s=window_s) as stack:

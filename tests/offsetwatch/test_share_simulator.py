@@ -11,8 +11,8 @@ from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import Record, ShareStateRecord
 from offsetwatch.decoder.share_state import ShareStateCodec
 from offsetwatch.exporter.judge.group_views import GroupViews
-from offsetwatch.exporter.share_state import ShareStateStore
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
+from offsetwatch.exporter.state.share_state import ShareStateStore
 from offsetwatch.record_factory import KeyValue, topic_id_for
 from offsetwatch.share_simulator import IN_FLIGHT, SHARE_STATE_PARTITIONS, ShareQueue, ShareRecords
 

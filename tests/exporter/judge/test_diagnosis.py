@@ -25,16 +25,16 @@ from offsetwatch.decoder.records import (
 )
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.diagnosis_history import RING_SIZE, GroupHistory, MemberRef
 from offsetwatch.exporter.judge import snapshot as snapshot_module
 from offsetwatch.exporter.judge.diagnosis import Cause, DiagnosisConfig, members_at
 from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.judge.status import Status, StatusConfig
-from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.api import group_detail, groups_list
 from offsetwatch.exporter.serve.metrics import SnapshotCollector, suspect_hosts
 from offsetwatch.exporter.sinks.checkpoint import CheckpointMeta, load_checkpoint, save_checkpoint
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.diagnosis_history import RING_SIZE, GroupHistory, MemberRef
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
 from tests.conformance_data import decode_run

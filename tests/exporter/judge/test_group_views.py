@@ -7,7 +7,7 @@ import pytest
 
 from offsetwatch.decoder.codec import Codec
 from offsetwatch.exporter.judge.group_views import GroupViews
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.record_factory import Member, RecordFactory, topic_id_for
 
 MEMBERS = [

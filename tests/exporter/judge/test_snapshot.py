@@ -13,8 +13,8 @@ from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.exporter.judge.snapshot import GroupSnapshot, SnapshotBuilder
 from offsetwatch.exporter.judge.status import Status, StatusConfig
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
 
 T0 = 1_800_000_000_000
 W = 60_000

@@ -28,8 +28,8 @@ from offsetwatch.exporter.judge.snapshot import (
     snapshot_accelerator,
 )
 from offsetwatch.exporter.judge.status import StatusConfig
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
 from tests.conftest import require_accelerator
 
 T0 = 1_700_000_000_000

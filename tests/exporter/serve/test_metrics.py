@@ -32,7 +32,6 @@ from offsetwatch.decoder.records import (
 from offsetwatch.exporter.judge.group_views import GroupView, MemberView
 from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, SnapshotBuilder, TopicRows
 from offsetwatch.exporter.judge.status import Status
-from offsetwatch.exporter.lag import LogEndHistory
 from offsetwatch.exporter.serve.api import owner_index
 from offsetwatch.exporter.serve.metrics import (
     ALIAS_FAMILIES,
@@ -41,7 +40,8 @@ from offsetwatch.exporter.serve.metrics import (
     SnapshotCollector,
     escape_label_value,
 )
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 from tests.conformance_data import decode_run
 

@@ -29,7 +29,7 @@ from offsetwatch.exporter.sinks.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from offsetwatch.exporter.state import GroupState, OffsetState, PartitionTable
+from offsetwatch.exporter.state.offset_state import GroupState, OffsetState, PartitionTable
 from tests.conformance_data import decode_run
 
 META = CheckpointMeta.for_cluster("__consumer_offsets", "cluster-A", "kafka-1:9092,kafka-2:9092")

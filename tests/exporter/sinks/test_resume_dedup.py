@@ -33,7 +33,7 @@ from offsetwatch.exporter.sinks.resume_dedup import (
     scan_archive,
     source_position,
 )
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
 
 
 def commit(partition: int, offset: int, timestamp: int = 1_767_225_000_000) -> Record:

@@ -30,8 +30,8 @@ from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.exporter.judge.diagnosis import Diagnosis
 from offsetwatch.exporter.judge.snapshot import Snapshot, SnapshotBuilder
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.record_factory import KeyValue, Member, RecordFactory
 from offsetwatch.spark_jobs.analytics.diagnosis import (
     _EVENT_COLUMNS,

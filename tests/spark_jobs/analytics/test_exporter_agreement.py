@@ -31,8 +31,8 @@ from offsetwatch.exporter.judge.status import (
     Status,
     evaluate_partition,
 )
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.spark_jobs.analytics import AnalyticsResult, analyze
 from tests.spark_jobs.datasets import Commit, Scenario, ScenarioBuilder, at, frames
 

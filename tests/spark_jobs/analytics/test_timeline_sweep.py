@@ -1,5 +1,5 @@
 """timeline_sweep.sweep on one partition (no Spark needed): the commit state over the status
-window, and the log end, lag in seconds and lag at window start equal to exporter/lag.py's at
+window, and the log end, lag in seconds and lag at window start equal to exporter/state/lag.py's at
 every tick."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from offsetwatch.core.status import PartitionWindow, Status, StatusConfig, evaluate_partition
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
 from offsetwatch.spark_jobs.analytics.timeline_sweep import BUCKET_INPUT, sweep
 
 S = 1_000

@@ -5,12 +5,12 @@ sinks), or - when its bytes are bad - is counted by reason and handed to the qua
 callback with its error. Nothing is dropped silently and nothing stops the stream.
 
 C accelerator: with no sink to feed, plain offset commits of tables the state already has
-(the bulk of any catch-up) are applied by `offsetwatch.exporter._ingest_speedups`
-(exporter/_ingest_speedups.c) straight from the fetched messages into the state's columns,
+(the bulk of any catch-up) are applied by `offsetwatch.exporter.state._ingest_speedups`
+(exporter/state/_ingest_speedups.c) straight from the fetched messages into the state's columns,
 with no Record objects. It stops at the first message it does not cover; that one message
 takes the Python path below (the reference), and the C loop goes on after it.
 `Ingestor(accelerate=False)` or OFFSETWATCH_NO_SPEEDUPS=1 turns it off;
-tests/exporter/test_ingest_speedups.py checks both paths leave the same state.
+tests/exporter/state/test_ingest_speedups.py checks both paths leave the same state.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from offsetwatch.decoder.codec import Codec, built_from, in_use
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats, UnknownSeen
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,12 @@ RecordSink = Callable[[AnyRecord], None]
 QuarantineSink = Callable[[Quarantined], None]
 
 _BUILT: Final = built_from(
-    "offsetwatch.exporter._ingest_speedups", Path(__file__).with_name("_ingest_speedups.c")
+    "offsetwatch.exporter.state._ingest_speedups", Path(__file__).with_name("_ingest_speedups.c")
 )
 
 
 def ingest_accelerator() -> tuple[Any, str]:
-    """(exporter._ingest_speedups or None, why it is not used)."""
+    """(exporter.state._ingest_speedups or None, why it is not used)."""
     return in_use(_BUILT)
 
 
@@ -79,7 +79,7 @@ class Ingestor:
     quarantine: list[QuarantineSink] = field(default_factory=list)
     #: next offset to read per __consumer_offsets partition, after what was applied
     positions: dict[int, int] = field(default_factory=dict)
-    #: apply plain offset commits through exporter._ingest_speedups when it is built
+    #: apply plain offset commits through exporter.state._ingest_speedups when it is built
     accelerate: bool = True
     _apply_commits: Any = field(default=None, init=False, repr=False, compare=False)
 

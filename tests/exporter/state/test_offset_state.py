@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
-from offsetwatch.exporter.state import NEVER, OffsetState, PartitionTable, WindowClock
+from offsetwatch.exporter.state.offset_state import NEVER, OffsetState, PartitionTable, WindowClock
 
 T0 = 1_800_000_000_000
 W = 600_000  # the default status window

@@ -1,4 +1,4 @@
-"""Decode + apply for `__share_group_state`: the share-state twin of exporter/ingest.py.
+"""Decode + apply for `__share_group_state`: the share-state twin of exporter/state/ingest.py.
 
 Every message becomes a decoded record applied to the `ShareStateStore`, or - when its bytes
 are bad - is counted by reason and handed to the same quarantine callbacks as undecodable
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import ShareStateRecord
 from offsetwatch.decoder.share_state import ShareStateCodec
-from offsetwatch.exporter.ingest import Quarantined, QuarantineSink, RawMessage
-from offsetwatch.exporter.share_state import ShareStateStore
+from offsetwatch.exporter.state.ingest import Quarantined, QuarantineSink, RawMessage
+from offsetwatch.exporter.state.share_state import ShareStateStore
 
 
 @dataclass(slots=True)

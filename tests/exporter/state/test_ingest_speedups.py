@@ -1,7 +1,7 @@
-"""The C accelerator of the ingest (exporter/_ingest_speedups.c) leaves the state the Python
+"""The C accelerator of the ingest (exporter/state/_ingest_speedups.c) leaves the state the Python
 path leaves, on every stream.
 
-`Ingestor()` applies plain offset commits through `offsetwatch.exporter._ingest_speedups`
+`Ingestor()` applies plain offset commits through `offsetwatch.exporter.state._ingest_speedups`
 when it is built; `Ingestor(accelerate=False)` is the pure-Python reference. Each test feeds
 the same batches of messages to both and compares everything they touch: every column of
 every table, the metadata, each group's records, history and counters, the state's counters,
@@ -33,8 +33,8 @@ from offsetwatch.decoder.records import (
     OffsetCommitValue,
     Record,
 )
-from offsetwatch.exporter.ingest import Ingestor, Quarantined, ingest_accelerator
-from offsetwatch.exporter.state import OffsetState
+from offsetwatch.exporter.state.ingest import Ingestor, Quarantined, ingest_accelerator
+from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
 from tests.conftest import require_accelerator
 from tests.decoder.strategies import real_records
@@ -314,6 +314,6 @@ def test_the_source_splits_batches_as_its_python_loop_did() -> None:
 
 def test_the_accelerator_is_built_from_this_source() -> None:
     module = _accelerator()
-    source = Path(__file__).parents[2] / "exporter" / "_ingest_speedups.c"
+    source = Path(__file__).parents[3] / "exporter" / "state" / "_ingest_speedups.c"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     assert digest == module.SOURCE_SHA256

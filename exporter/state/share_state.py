@@ -21,8 +21,8 @@ silently and never fatal:
 The persisted state never says which records are acquired (Kafka persists state 1 never):
 records acquired by a consumer show as available until acknowledged, released or archived.
 
-The status window works like the consumer groups' (`WindowClock`, exporter/state.py): each
-partition keeps its start offset at the last three bucket boundaries.
+The status window works like the consumer groups' (`WindowClock`, exporter/state/offset_state.py):
+each partition keeps its start offset at the last three bucket boundaries.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Final
 from offsetwatch.decoder.records import ShareStateRecord
 from offsetwatch.decoder.share_combine import Batch, combine, prune
 from offsetwatch.decoder.share_state import share_partition_state
-from offsetwatch.exporter.state import NEVER, RollFrom, WindowClock
+from offsetwatch.exporter.state.offset_state import NEVER, RollFrom, WindowClock
 
 AVAILABLE: Final = 0
 ACKNOWLEDGED: Final = 2

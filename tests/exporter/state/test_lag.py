@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offsetwatch.exporter.lag import (
+from offsetwatch.exporter.state.lag import (
     DEFAULT_MAX_SAMPLES,
     DEFAULT_RECENT_SAMPLES,
     DEFAULT_SAMPLE_INTERVAL_MS,

@@ -13,8 +13,8 @@ import random
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.exporter.judge.snapshot import SnapshotBuilder
-from offsetwatch.exporter.lag import LogEndHistory, lag_seconds
-from offsetwatch.exporter.state import OffsetState, PartitionTable
+from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
+from offsetwatch.exporter.state.offset_state import OffsetState, PartitionTable
 
 T0 = 1_700_000_000_000
 

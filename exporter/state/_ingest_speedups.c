@@ -1,5 +1,5 @@
 /*
- * exporter._ingest_speedups: an optional C accelerator of the exporter's ingest.
+ * exporter.state._ingest_speedups: an optional C accelerator of the exporter's ingest.
  *
  * A catch-up is millions of plain offset commits: a key of type 0/1 with a non-flexible
  * OffsetCommitValue (versions 0-3) and empty metadata, for a (group, topic) the state already
@@ -8,9 +8,9 @@
  * without building Record objects, exactly as `OffsetState.apply_many` would. It stops at the
  * first message it does not cover (another key type, a tombstone, metadata, a new group,
  * topic or partition slot, bytes it cannot read) and returns its index: the Python path
- * (exporter/ingest.py) handles that one message - decoding it, creating what it needs or
+ * (exporter/state/ingest.py) handles that one message - decoding it, creating what it needs or
  * quarantining it - and calls back. The Python path is the reference; the tests compare
- * both on the same streams (tests/exporter/test_ingest_speedups.py).
+ * both on the same streams (tests/exporter/state/test_ingest_speedups.py).
  *
  * `split_batch` is the per-message loop of `OffsetsTopicSource.poll_batch`.
  *
@@ -666,7 +666,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_ingest_speedups",
-    "C accelerator of the exporter's ingest (exporter/_ingest_speedups.c).", -1, methods,
+    "C accelerator of the exporter's ingest (exporter/state/_ingest_speedups.c).", -1, methods,
 };
 
 #ifndef OFFSETWATCH_SPEEDUPS_SOURCE

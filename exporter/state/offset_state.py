@@ -37,7 +37,7 @@ from offsetwatch.decoder.records import (
     Record,
     RegularExpressionKey,
 )
-from offsetwatch.exporter.diagnosis_history import (
+from offsetwatch.exporter.state.diagnosis_history import (
     EPOCH_TYPES,
     HISTORY_TYPES,
     GroupHistory,
@@ -83,7 +83,7 @@ class WindowClock:
     def roll(self, now_ms: int, window_ms: int) -> RollFrom | None:
         """Move the boundaries when the current bucket is half a window old (see
         `OffsetState.roll_windows`); None when it is not. The share-state store rolls its
-        own clock with the same rule (exporter/share_state.py)."""
+        own clock with the same rule (exporter/state/share_state.py)."""
         if self.bucket_ms != NEVER and now_ms - self.bucket_ms < max(1, window_ms // 2):
             return None
         horizon = now_ms - window_ms
@@ -263,7 +263,7 @@ class GroupState:
     records: dict[tuple[int, str], Record] = field(default_factory=dict)
     commits_total: int = 0
     last_record_ts: int = NEVER
-    #: rebalances, joins and leaves (exporter/diagnosis_history.py); None until the first
+    #: rebalances, joins and leaves (exporter/state/diagnosis_history.py); None until the first
     #: group record, so commit-only groups carry nothing
     history: GroupHistory | None = None
 

@@ -22,9 +22,9 @@ from offsetwatch.decoder.share_state import ShareStateCodec
 from offsetwatch.exporter.judge.group_views import GroupView, MemberView
 from offsetwatch.exporter.judge.share_snapshot import ShareStatusConfig, share_group
 from offsetwatch.exporter.judge.status import Status
-from offsetwatch.exporter.lag import LogEndHistory
-from offsetwatch.exporter.share_ingest import ShareIngestor
-from offsetwatch.exporter.share_state import ShareStateStore
+from offsetwatch.exporter.state.lag import LogEndHistory
+from offsetwatch.exporter.state.share_ingest import ShareIngestor
+from offsetwatch.exporter.state.share_state import ShareStateStore
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
