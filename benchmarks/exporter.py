@@ -69,7 +69,6 @@ from offsetwatch.decoder.codec import Codec  # noqa: E402
 from offsetwatch.decoder.partitioner import partition_for  # noqa: E402
 from offsetwatch.exporter.config import ExporterConfig  # noqa: E402
 from offsetwatch.exporter.judge.snapshot import Snapshot, SnapshotBuilder  # noqa: E402
-from offsetwatch.exporter.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer  # noqa: E402
 from offsetwatch.exporter.serve.metrics import SnapshotCollector  # noqa: E402
 from offsetwatch.exporter.service import ExporterService  # noqa: E402
@@ -78,6 +77,7 @@ from offsetwatch.exporter.sinks.checkpoint import (  # noqa: E402
     load_checkpoint,
     save_checkpoint,
 )
+from offsetwatch.exporter.sources.kafka_source import OffsetsTopicSource, consumer_config  # noqa: E402
 from offsetwatch.exporter.state.ingest import Ingestor  # noqa: E402
 from offsetwatch.exporter.state.lag import LogEndHistory  # noqa: E402
 from offsetwatch.exporter.state.offset_state import OffsetState  # noqa: E402

@@ -85,7 +85,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: E402
 )
 
 from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
-from offsetwatch.exporter.kafka_source import consumer_config  # noqa: E402
+from offsetwatch.exporter.sources.kafka_source import consumer_config  # noqa: E402
 from tests.real_broker import (  # noqa: E402
     Broker,
     free_port_pair,

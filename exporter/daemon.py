@@ -38,12 +38,6 @@ from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.judge.share_snapshot import topic_names
 from offsetwatch.exporter.judge.snapshot import EMPTY_SNAPSHOT, Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.judge.status import StatusConfig
-from offsetwatch.exporter.kafka_source import (
-    ClusterChanged,
-    OffsetOutOfRange,
-    OffsetsTopicSource,
-    SourceError,
-)
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.sinks.checkpoint import (
@@ -57,6 +51,12 @@ from offsetwatch.exporter.sinks.log_end_records import LogEndRecords
 from offsetwatch.exporter.sinks.publisher import PublisherStats, RecordPublisher
 from offsetwatch.exporter.sinks.resume_dedup import SinceMarks, SkipSet, scan_archive, scan_topics
 from offsetwatch.exporter.sinks.sink_guard import GuardedSink
+from offsetwatch.exporter.sources.kafka_source import (
+    ClusterChanged,
+    OffsetOutOfRange,
+    OffsetsTopicSource,
+    SourceError,
+)
 from offsetwatch.exporter.state.ingest import Ingestor, Quarantined
 from offsetwatch.exporter.state.lag import LogEndHistory
 from offsetwatch.exporter.state.offset_state import OffsetState

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.judge.snapshot import Snapshot
-from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer
 from offsetwatch.exporter.serve.metrics import MetricsConfig, SnapshotCollector
 from offsetwatch.exporter.serve.web_config import load_web_config
+from offsetwatch.exporter.sources.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.stats import PipelineStats
 
 log = logging.getLogger(__name__)

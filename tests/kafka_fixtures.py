@@ -1,7 +1,7 @@
 """Kafka test fixtures built on librdkafka's mock cluster (no real broker can run here).
 
 What the mock cluster of librdkafka 2.16 does and does not do (measured, see
-`tests/exporter/test_kafka_source.py` for the checks that pin it):
+`tests/exporter/sources/test_kafka_source.py` for the checks that pin it):
 
 * It speaks Produce, Fetch, ListOffsets, Metadata, the group and offset-commit APIs and the
   transaction APIs. It has no CreateTopics / CreatePartitions / DeleteTopics / DeleteRecords

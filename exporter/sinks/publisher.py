@@ -25,8 +25,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations
-from offsetwatch.exporter.kafka_source import redact
+from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +211,7 @@ _DEFAULTS: dict[str, object] = {
     "queue.buffering.max.messages": 500_000,
     # Same key -> same partition as the Java clients, so output consumers can rely on it.
     "partitioner": "murmur2_random",
-    # broker handles for the address watch (exporter/broker_addresses.py)
+    # broker handles for the address watch (exporter/kafka_clients.py)
     "statistics.interval.ms": 5000,
 }
 
@@ -293,7 +292,7 @@ class RecordPublisher:
         return self._producer_factory({**self._config, **callbacks})
 
     def _replace_producer(self) -> None:
-        """A producer without a broker address (exporter/broker_addresses.py) never delivers
+        """A producer without a broker address (exporter/kafka_clients.py) never delivers
         again. What it holds is purged: each purged record is a failed delivery, which holds
         the checkpoint back like any other (a restart publishes it); what comes next goes
         through a new producer."""

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from offsetwatch.cli import main as cli_main
 from offsetwatch.exporter.daemon import Exporter
-from offsetwatch.exporter.log_end_sampler import LogEndSampler
 from offsetwatch.exporter.serve.api import group_detail
+from offsetwatch.exporter.sources.log_end_sampler import LogEndSampler
 
 #: generous: up to 8 engineers share 2 cores
 DEADLINE_S: Final = 120.0

@@ -29,8 +29,8 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
-from offsetwatch.exporter.kafka_source import OffsetsTopicSource
 from offsetwatch.exporter.service import ExporterService
+from offsetwatch.exporter.sources.kafka_source import OffsetsTopicSource
 from tests.exporter.daemon_helpers import (
     api_group,
     exporter_config,

@@ -206,7 +206,7 @@ class _HeldProducer:
 def test_a_producer_left_without_a_broker_address_is_replaced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Two statistics reports without a broker address (exporter/broker_addresses.py): the
+    """Two statistics reports without a broker address (exporter/kafka_clients.py): the
     next poll purges what the producer holds (failed deliveries, which pin the watermark
     so that a restart publishes them) and publishes through a new producer."""
     producers: list[_HeldProducer] = []

@@ -41,32 +41,10 @@ from confluent_kafka import (
 # re-exported: exporter/sinks/publisher.py and spark_jobs/sources/kafka_options.py still import it
 # from here
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
-from offsetwatch.exporter.broker_addresses import AddressWatch, ClientGenerations
+from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 from offsetwatch.exporter.state.ingest import ingest_accelerator
 
 log = logging.getLogger(__name__)
-
-# Substrings of librdkafka property names whose values are secrets. Matching by substring also
-# covers the variants (ssl.keystore.password, sasl.oauthbearer.client.secret, ...).
-_SECRET_MARKERS = ("password", "secret", "sasl.jaas", "oauthbearer.config", "token", "key.pem")
-REDACTED = "[redacted]"
-
-
-def redact(config: Mapping[str, object]) -> dict[str, object]:
-    """A copy of a librdkafka config that is safe to log: secrets and callables masked."""
-    safe: dict[str, object] = {}
-    for key, value in config.items():
-        lowered = key.lower()
-        if any(marker in lowered for marker in _SECRET_MARKERS):
-            safe[key] = REDACTED
-        elif callable(value) or isinstance(value, logging.Logger):
-            # Callbacks and loggers are not config values an operator can act on; their repr
-            # could drag in closures with secrets.
-            safe[key] = f"<{type(value).__name__}>"
-        else:
-            safe[key] = value
-    return safe
-
 
 # ------------------------------------------------------------------------------------------
 # Value objects
@@ -389,7 +367,7 @@ class OffsetsTopicSource:
 
     def _replace_consumer(self) -> None:
         """Give the client up and read on with a new one from the same positions: it has
-        no broker address left and would never read again (exporter/broker_addresses.py;
+        no broker address left and would never read again (exporter/kafka_clients.py;
         the hang test under load, 2 runs in 3)."""
         self._replace = False
         with self._lock:

@@ -23,8 +23,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from offsetwatch.exporter.kafka_source import (
-    REDACTED,
+from offsetwatch.exporter.kafka_clients import REDACTED, redact
+from offsetwatch.exporter.sources.kafka_source import (
     ClusterChanged,
     OffsetOutOfRange,
     OffsetsTopicSource,
@@ -35,7 +35,6 @@ from offsetwatch.exporter.kafka_source import (
     SourceError,
     SourceEvent,
     consumer_config,
-    redact,
 )
 from tests.kafka_fixtures import (
     OFFSETS_TOPIC,
@@ -153,7 +152,7 @@ def test_consumer_config_never_commits() -> None:
 def test_statistics_stay_on(caplog: pytest.LogCaptureFixture) -> None:
     """source_up() sees a quiet cluster back after an outage through the statistics only."""
     assert consumer_config({"statistics.interval.ms": 1000})["statistics.interval.ms"] == 1000
-    with caplog.at_level("WARNING", logger="offsetwatch.exporter.kafka_source"):
+    with caplog.at_level("WARNING", logger="offsetwatch.exporter.sources.kafka_source"):
         assert consumer_config({"statistics.interval.ms": "0"})["statistics.interval.ms"] == 5000
     assert ["ignoring statistics.interval.ms='0'" in r.getMessage() for r in caplog.records] == [
         True
@@ -161,7 +160,7 @@ def test_statistics_stay_on(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_source_config_is_logged_redacted(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="offsetwatch.exporter.kafka_source")
+    caplog.set_level("INFO", logger="offsetwatch.exporter.sources.kafka_source")
     source = OffsetsTopicSource(
         {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "hunter2", "log_level": 0}
     )

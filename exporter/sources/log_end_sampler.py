@@ -20,8 +20,9 @@ Result per tracked partition in `on_sample(time_ms, offsets)`:
 A round in which nothing at all was learned does not call `on_sample`.
 
 With `topic_ids`/`on_topic_names`, each round first looks up the names of the topic ids the
-exporter cannot name (share partitions are keyed by topic id: exporter/share_topics.py), so
-that those blocking Admin calls never run on the main loop either.
+exporter cannot name (share partitions are keyed by topic id:
+exporter/sources/topic_id_resolver.py), so that those blocking Admin calls never run on the main
+loop either.
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from offsetwatch.exporter.broker_addresses import AddressWatch
-from offsetwatch.exporter.kafka_source import redact
-from offsetwatch.exporter.share_topics import TopicIdResolver
+from offsetwatch.exporter.kafka_clients import AddressWatch, redact
+from offsetwatch.exporter.sources.topic_id_resolver import TopicIdResolver
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class LogEndSampler:
         self._latest: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         merged: dict[str, object] = {
             "client.id": "offsetwatch-log-end-sampler",
-            # broker handles for the address watch (exporter/broker_addresses.py)
+            # broker handles for the address watch (exporter/kafka_clients.py)
             "statistics.interval.ms": 5000,
         }
         merged.update(config)
@@ -191,7 +191,7 @@ class LogEndSampler:
 
     def _watch_admin(self) -> None:
         """Serve the admin client's statistics reports; replace a client left without a
-        broker address (exporter/broker_addresses.py), which would never answer again."""
+        broker address (exporter/kafka_clients.py), which would never answer again."""
         self._admin.poll(0)
         if not self._replace:
             return

@@ -1,6 +1,6 @@
 """The offsets source on the real broker: a client replaced mid-read reads on exactly once.
 
-A client left without a broker address (exporter/broker_addresses.py) cannot be made on
+A client left without a broker address (exporter/kafka_clients.py) cannot be made on
 demand: on a hung broker it takes a metadata request landing in the few milliseconds its
 controller fences it after SIGCONT (seen in 2 of 3 loaded runs of the hang test, never on an
 idle machine), and librdkafka 2.16's mock cluster crashes serving a fetch once its only
@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.partitioner import partition_for
-from offsetwatch.exporter.kafka_source import OffsetsTopicSource, RawRecord
+from offsetwatch.exporter.sources.kafka_source import OffsetsTopicSource, RawRecord
 from tests.real_broker import Broker, retry, unique
 
 pytestmark = pytest.mark.kafka

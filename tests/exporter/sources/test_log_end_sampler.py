@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from offsetwatch.exporter.log_end_sampler import LogEndSampler, TopicPartitionKey
+from offsetwatch.exporter.sources.log_end_sampler import LogEndSampler, TopicPartitionKey
 from tests.kafka_fixtures import MockCluster, create_data_topic, fill_partitions, wait_until
 
 Samples = list[tuple[int, dict[TopicPartitionKey, int | None]]]
@@ -244,7 +244,7 @@ def test_failing_callback_and_provider_do_not_kill_the_thread() -> None:
 def test_an_admin_client_left_without_a_broker_address_is_replaced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Two statistics reports without a broker address (exporter/broker_addresses.py): the
+    """Two statistics reports without a broker address (exporter/kafka_clients.py): the
     next round asks through a new admin client, and says so once."""
     admins: list[_FakeAdmin] = []
 

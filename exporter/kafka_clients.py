@@ -1,4 +1,10 @@
-"""Whether a librdkafka client still knows where a broker is, from its statistics reports.
+"""What every part that holds a Kafka client needs: a config safe to log, and when to give a
+client up for a new one. Shared by the sources, the sampler and the publisher.
+
+Secrets: `redact` masks every property whose name holds a secret marker, and callables.
+
+Broker addresses: whether a librdkafka client still knows where a broker is, from its
+statistics reports.
 
 librdkafka (2.16) forgets every broker that a metadata answer leaves out, bootstrap ones
 included. A broker that was hung (SIGSTOP, a long GC pause, a frozen VM) leaves itself out of
@@ -13,8 +19,31 @@ never connects again. The remedy is a new client; this module says when one is n
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+# Substrings of librdkafka property names whose values are secrets. Matching by substring also
+# covers the variants (ssl.keystore.password, sasl.oauthbearer.client.secret, ...).
+_SECRET_MARKERS = ("password", "secret", "sasl.jaas", "oauthbearer.config", "token", "key.pem")
+REDACTED = "[redacted]"
+
+
+def redact(config: Mapping[str, object]) -> dict[str, object]:
+    """A copy of a librdkafka config that is safe to log: secrets and callables masked."""
+    safe: dict[str, object] = {}
+    for key, value in config.items():
+        lowered = key.lower()
+        if any(marker in lowered for marker in _SECRET_MARKERS):
+            safe[key] = REDACTED
+        elif callable(value) or isinstance(value, logging.Logger):
+            # Callbacks and loggers are not config values an operator can act on; their repr
+            # could drag in closures with secrets.
+            safe[key] = f"<{type(value).__name__}>"
+        else:
+            safe[key] = value
+    return safe
+
 
 #: statistics reports in a row without a broker address after which a client is given up
 #: on: a single report can fall between librdkafka forgetting the brokers and bootstrapping

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from offsetwatch.exporter.broker_addresses import (
+from offsetwatch.exporter.kafka_clients import (
     AddressWatch,
     ClientGenerations,
     has_broker_address,
