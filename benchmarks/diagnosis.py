@@ -3,11 +3,13 @@
     .venv/bin/python benchmarks/diagnosis.py            # ~2-3 minutes on a 2-core box
     .venv/bin/python benchmarks/diagnosis.py --quick    # 100,000 partitions
 
-"Before" is this tree with the three modules the diagnosis changed on the ingest and snapshot
-paths (`exporter/state/offset_state.py`, `exporter/judge/snapshot.py`,
-`exporter/judge/group_views.py`) taken from the commit before it (`--before`, default dc35b15),
-copied to a temporary directory and put first on `PYTHONPATH`; "after" is this tree. Each runs in
-its own child process, alternating, best of `--runs`, so both see the same machine.
+"Before" is the tree of the commit before the diagnosis (`--before`, default dc35b15), taken
+with `git archive` into a temporary directory, with this tree's built C accelerators beside
+their unchanged sources, and put first on `PYTHONPATH`; "after" is this tree. (It used to be
+this tree with only the three modules the diagnosis changed taken from that commit; since the
+exporter's modules moved into folders of their own, old modules no longer fit the new tree.)
+Each variant runs in its own child process, alternating, best of `--runs`, so both see the
+same machine.
 
 The workload: 10,000 groups x 4 topics x 25 partitions (1,000,000 tracked partitions), each
 group with a classic GroupMetadata of 2 members (real consumer-protocol assignments); 4 commit
@@ -30,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zlib
@@ -44,12 +48,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-#: the modules the diagnosis changed on the ingest and snapshot paths
-CHANGED = (
-    "exporter/state/offset_state.py",
-    "exporter/judge/snapshot.py",
-    "exporter/judge/group_views.py",
-)
+#: the packages a variant is made of (the `before` one as of its commit)
+PACKAGES = ("offsetwatch", "exporter", "decoder")
 BASE_TS = 1_800_000_000_000
 ROUND_MS = 60_000
 WINDOW_MS = 120_000
@@ -107,15 +107,28 @@ def log_end(topic_index: int, partition: int, ts: int) -> int:
 # -- the child: one variant, one run --------------------------------------------------------
 
 
+def _exporter_name(module: str, flat: str, name: str) -> Any:
+    import importlib
+
+    try:
+        found = importlib.import_module(f"offsetwatch.exporter.{module}")
+    except ImportError:
+        found = importlib.import_module(f"offsetwatch.exporter.{flat}")
+    return getattr(found, name)
+
+
 def child(groups: int) -> dict[str, Any]:
     from offsetwatch.decoder.codec import Codec
-    from offsetwatch.exporter.judge.snapshot import SnapshotBuilder
-    from offsetwatch.exporter.judge.status import Status, StatusConfig
-    from offsetwatch.exporter.state.ingest import Ingestor
-    from offsetwatch.exporter.state.lag import LogEndHistory
-    from offsetwatch.exporter.state.offset_state import OffsetState
     from offsetwatch.exporter.stats import PipelineStats
     from offsetwatch.record_factory import Member, RecordFactory
+
+    # the exporter's modules as of today, or as they were named before its parts had folders
+    SnapshotBuilder = _exporter_name("judge.snapshot", "snapshot", "SnapshotBuilder")
+    Status = _exporter_name("judge.status", "status", "Status")
+    StatusConfig = _exporter_name("judge.status", "status", "StatusConfig")
+    Ingestor = _exporter_name("state.ingest", "ingest", "Ingestor")
+    LogEndHistory = _exporter_name("state.lag", "lag", "LogEndHistory")
+    OffsetState = _exporter_name("state.offset_state", "state", "OffsetState")
 
     factory = RecordFactory()
     key, value = factory.commit("g", "t", 3, 9, 7, leader_epoch=5)
@@ -271,22 +284,20 @@ def _rss() -> int:
 
 
 def before_tree(commit: str, into: Path) -> Path:
-    """This tree's packages with the diagnosis' changed modules as of `commit`."""
-    for name in ("offsetwatch", "exporter", "decoder"):
-        shutil.copytree(
-            REPO / name,
-            into / name,
-            symlinks=True,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-    for path in CHANGED:
-        text = subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{commit}:{path}"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        (into / path).write_text(text)
+    """The packages as of `commit`, with this tree's built accelerators beside the C sources
+    of the same name (each checks it was built from the source beside it, else stays off)."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", commit, *PACKAGES],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="fully_trusted")
+    built = {so.name.split(".")[0]: so for so in REPO.glob("*/**/_*speedups*.so")}
+    for source in into.glob("*/**/_*speedups.c"):
+        so = built.get(source.stem)
+        if so is not None:
+            shutil.copy2(so, source.with_name(so.name))
     return into
 
 

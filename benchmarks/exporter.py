@@ -349,7 +349,7 @@ def catch_up(bootstrap: str) -> dict[str, float]:
         ready = time.perf_counter() - started
         cpu = _cpu_s() - cpu
         records = exporter.source.messages_total
-        tracked = exporter.state.tracked_count()
+        tracked = exporter.store.offsets.tracked_count()
     finally:
         service.shutdown()
     return {

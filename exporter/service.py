@@ -41,7 +41,8 @@ class ExporterService:
             on_topic_names=self.exporter.topic_id_names.offer,
             on_admin_replaced=self.exporter.on_sampler_admin_replaced,
         )
-        self.exporter.request_sample = self.sampler.wake
+        self.exporter.readers.request_sample = self.sampler.wake
+        self.exporter.stats.parts.append(self.sampler.health)
         collector = SnapshotCollector(
             self._latest,
             MetricsConfig(

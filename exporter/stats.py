@@ -13,7 +13,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["TOMBSTONE", "PipelineStats", "SinkHealth", "SourcePartition", "version_label"]
+__all__ = [
+    "TOMBSTONE",
+    "PartHealth",
+    "PipelineStats",
+    "SinkHealth",
+    "SourcePartition",
+    "version_label",
+]
 
 #: the `version` label of a tombstone (a record without value, hence without value version)
 TOMBSTONE: Final = "tombstone"
@@ -26,6 +33,23 @@ def version_label(version: int | None) -> str:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class PartHealth:
+    """What the metrics and /readyz say of one part that runs on its own thread (a source
+    reader, the log-end sampler): whether its last run ended in an error, and how often the
+    daemon restarted it."""
+
+    name: str
+    restarts_total: int = 0
+    #: epoch ms of the first failure of the current outage; 0 while healthy
+    failing_since_ms: int = 0
+    last_error: str | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.failing_since_ms == 0
 
 
 @dataclass(slots=True)
@@ -132,6 +156,8 @@ class PipelineStats:
     started_ms: int = field(default_factory=_now_ms)
     #: the health of the archive, the publisher and the checkpoint (as configured)
     sinks: list[SinkHealth] = field(default_factory=list)
+    #: the health of the parts on threads of their own (source readers, log-end sampler)
+    parts: list[PartHealth] = field(default_factory=list)
 
     # -- writers (ingest side) -------------------------------------------------------------
 

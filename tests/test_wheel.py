@@ -43,6 +43,12 @@ def test_user_folders_are_subpackages(wheel_names: list[str]) -> None:
         "offsetwatch/decoder/codec.py",
         "offsetwatch/decoder/offsetwatch_record.avsc",
         "offsetwatch/exporter/daemon.py",
+        # the exporter's parts are subpackages of their own
+        "offsetwatch/exporter/sources/reader.py",
+        "offsetwatch/exporter/state/store.py",
+        "offsetwatch/exporter/judge/judge.py",
+        "offsetwatch/exporter/sinks/record_sinks.py",
+        "offsetwatch/exporter/serve/http_server.py",
         "offsetwatch/spark_jobs/__init__.py",
         "offsetwatch/spark_jobs/log4j2-quiet.properties",
         "offsetwatch/core/status.py",
@@ -53,12 +59,17 @@ def test_user_folders_are_subpackages(wheel_names: list[str]) -> None:
         name.startswith("offsetwatch/decoder/_speedups") and name.endswith(".so")
         for name in wheel_names
     ), "the C accelerator is built as offsetwatch.decoder._speedups"
+    for accelerator in ("state/_ingest_speedups", "judge/_snapshot_speedups"):
+        assert any(
+            name.startswith(f"offsetwatch/exporter/{accelerator}") and name.endswith(".so")
+            for name in wheel_names
+        ), f"the C accelerator is built as offsetwatch.exporter.{accelerator.replace('/', '.')}"
 
 
 def test_console_files_are_in_the_wheel(wheel_names: list[str]) -> None:
     """The console is served from package data: no build step, no CDN, nothing fetched."""
-    static = ROOT / "exporter" / "static"
-    expected = {f"offsetwatch/exporter/static/{path.name}" for path in static.iterdir()}
-    assert "offsetwatch/exporter/static/index.html" in expected
-    assert "offsetwatch/exporter/static/app.js" in expected
+    static = ROOT / "exporter" / "serve" / "static"
+    expected = {f"offsetwatch/exporter/serve/static/{path.name}" for path in static.iterdir()}
+    assert "offsetwatch/exporter/serve/static/index.html" in expected
+    assert "offsetwatch/exporter/serve/static/app.js" in expected
     assert expected <= set(wheel_names)

@@ -27,7 +27,6 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from offsetwatch.decoder.records import ShareGroupPartitionMetadataValue
 from offsetwatch.decoder.share_combine import Batch
 from offsetwatch.exporter.judge.diagnosis import Cause, Diagnosis, Suspect
 from offsetwatch.exporter.judge.group_views import GroupView
@@ -35,6 +34,7 @@ from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.state.lag import LogEndHistory, lag_seconds
 from offsetwatch.exporter.state.offset_state import NEVER, GroupState
 from offsetwatch.exporter.state.share_state import ARCHIVED, AVAILABLE, SharePartition
+from offsetwatch.exporter.state.topic_names import share_topic_names
 
 UNKNOWN: Final = -1
 
@@ -95,14 +95,6 @@ class ShareGroupSnapshot:
         return sum(b[1] - b[0] + 1 for row in self.partitions for b in row.poison)
 
 
-def topic_names(group: GroupState) -> dict[str, str]:
-    """Topic id -> name from the group's ShareGroupPartitionMetadata record."""
-    record = group.record(9)
-    if record is None or not isinstance(record.value, ShareGroupPartitionMetadataValue):
-        return {}
-    return {topic.topic_id: topic.topic_name for topic in record.value.topics}
-
-
 def share_group(
     group: GroupState | None,
     view: GroupView,
@@ -116,7 +108,7 @@ def share_group(
 ) -> ShareGroupSnapshot:
     names = dict(known_names or {})
     if group is not None:
-        names.update(topic_names(group))
+        names.update(share_topic_names(group))
     live = bool(view.members)
     rows = []
     for topic_id, partition, state in partitions:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from offsetwatch.exporter.judge.diagnosis import Diagnosis
 from offsetwatch.exporter.judge.group_views import (
@@ -298,6 +298,10 @@ def diagnosis_json(diagnosis: Diagnosis) -> JsonDict:
     }
 
 
+#: the part whose failure makes the exporter not ready (exporter/sources/reader.py)
+OFFSETS_READER: Final = "offsets_reader"
+
+
 def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
     """(ready, body of /readyz): ready once the source is up and the first pass is done."""
     behind, known = stats.behind()
@@ -308,8 +312,12 @@ def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
         "partitions": known,
         "partitions_behind": behind,
     }
+    reader = next((h for h in stats.parts if h.name == OFFSETS_READER and not h.up), None)
     if not stats.source_up:
         body["reason"] = "source down"
+    elif reader is not None:
+        # what is served is no longer read: never ready on it, whatever the last pass said
+        body["reason"] = f"the {OFFSETS_READER} fails ({reader.last_error}); restarted with backoff"
     elif not stats.ready:
         if known == 0:
             body["reason"] = "catching up: no __consumer_offsets partition positions known yet"
@@ -334,6 +342,18 @@ def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
     ]
     if failing:
         body["failing_sinks"] = failing
+    failing_parts = [
+        {
+            "part": health.name,
+            "error": health.last_error,
+            "failing_since": _time(health.failing_since_ms),
+            "restarts": health.restarts_total,
+        }
+        for health in stats.parts
+        if not health.up
+    ]
+    if failing_parts:
+        body["failing_parts"] = failing_parts
     return body["ready"], body
 
 

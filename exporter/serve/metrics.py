@@ -279,6 +279,15 @@ S_SINK_DROPPED: Final = _c(
     "Records a failing sink could not keep (its backlog was full); the checkpoint stays before "
     "them, so a restart writes them.",
 )
+S_PART_UP: Final = _g(
+    "part_up",
+    ("part",),
+    "1 while the part on its own thread (offsets_reader, share_state_reader, log_end_sampler) "
+    "runs, 0 while its rounds fail (it is restarted with backoff).",
+)
+S_PART_RESTARTS: Final = _c(
+    "part_restarts_total", ("part",), "Failed rounds of a part, each followed by a restart."
+)
 S_ASSIGNMENT_ERRORS: Final = _c(
     "assignment_decode_errors_total",
     (),
@@ -497,6 +506,8 @@ SELF_FAMILIES: Final = (
     S_SINK_ERRORS,
     S_SINK_BACKLOG,
     S_SINK_DROPPED,
+    S_PART_UP,
+    S_PART_RESTARTS,
     S_ASSIGNMENT_ERRORS,
     S_LOG_END_RECORDS,
     S_SNAPSHOT_AGE,
@@ -920,6 +931,9 @@ def _self_families(
     yield S_SINK_ERRORS, [((h.name,), h.errors_total) for h in sinks]
     yield S_SINK_BACKLOG, [((h.name,), h.backlog) for h in sinks if h.name != "checkpoint"]
     yield S_SINK_DROPPED, [((h.name,), h.dropped_total) for h in sinks if h.name != "checkpoint"]
+    parts = stats.parts
+    yield S_PART_UP, [((h.name,), int(h.up)) for h in parts]
+    yield S_PART_RESTARTS, [((h.name,), h.restarts_total) for h in parts]
     yield S_ASSIGNMENT_ERRORS, [((), snapshot.assignment_decode_errors)]
     yield S_LOG_END_RECORDS, [((), stats.log_end_records_total)]
     yield S_SNAPSHOT_AGE, _age(snapshot.time_ms, now_ms)

@@ -68,6 +68,15 @@ def _now_ms() -> int:
 # ------------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True, frozen=True)
+class PartitionMarks:
+    """One partition's marks, as `SinceMarks.take` hands them to another exporter."""
+
+    start_ms: int
+    marks: tuple[tuple[int, int], ...]
+    floor: tuple[int, int] | None
+
+
 @dataclass(slots=True)
 class SinceMarks:
     """Per source partition, when the sinks could first have taken a record at or after a
@@ -133,6 +142,25 @@ class SinceMarks:
             last_offset, bound_ms = max(last_offset, known[0]), min(bound_ms, known[1])
         self._floors[partition] = (last_offset, bound_ms)
 
+    def take(self, partition: int) -> PartitionMarks:
+        """Remove and return `partition`'s marks (it moves to another exporter)."""
+        return PartitionMarks(
+            self.start_ms,
+            tuple(self._marks.pop(partition, ())),
+            self._floors.pop(partition, None),
+        )
+
+    def put(self, partition: int, marks: PartitionMarks) -> None:
+        """Take over marks another exporter's `take` returned. Its start bound comes along
+        as the oldest mark, so a checkpoint before every mark keeps that exporter's bound."""
+        merged = [(0, marks.start_ms), *marks.marks] if marks.start_ms < self.start_ms else []
+        if not merged:
+            merged = list(marks.marks)
+        if merged:
+            self._marks[partition] = deque(merged[-MAX_MARKS:])
+        if marks.floor is not None:
+            self._floors[partition] = marks.floor
+
     def reset(self, now_ms: int) -> None:
         """The source starts over (rebuild): what was written before now may be read again
         and written again, as without this module."""
@@ -191,6 +219,18 @@ class SkipSet:
             # read past every entry: what is left was compacted away meanwhile
             self._drop(partition)
         return False
+
+    def take_partition(self, partition: int) -> frozenset[int]:
+        """Remove and return the offsets of `partition` still to be skipped."""
+        offsets = self._by_partition.get(partition)
+        if offsets is None:
+            return frozenset()
+        self._drop(partition)
+        return frozenset(offsets)
+
+    def put_partition(self, partition: int, offsets: Iterable[int]) -> None:
+        for offset in offsets:
+            self.add(partition, offset)
 
     def _drop(self, partition: int) -> None:
         del self._by_partition[partition]

@@ -257,9 +257,11 @@ _RETIRED_CLOSE_WAIT_S = 5.0
 class OffsetsTopicSource:
     """Reads every partition of the offsets topic as raw records.
 
-    Single-threaded use for `poll_batch`/`start`/`restart_from_beginning`/`close` (the
-    exporter's main loop); `positions`, `end_offsets`, `lag`, `caught_up`, `source_up` may be
-    called from other threads (metrics) and never touch the network.
+    Single-threaded use for `poll_batch`/`start`/`restart_from_beginning`/`close` and for
+    `end_offsets`/`lag`, which ask the client for its cached watermarks (the exporter runs
+    all of them on its reader thread, exporter/sources/reader.py); `positions`,
+    `caught_up`, `source_up` and `assigned_partitions` only read state behind the source's
+    lock and may be called from any thread.
     """
 
     def __init__(

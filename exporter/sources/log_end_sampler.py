@@ -41,6 +41,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from offsetwatch.exporter.kafka_clients import AddressWatch, redact
 from offsetwatch.exporter.sources.topic_id_resolver import TopicIdResolver
+from offsetwatch.exporter.stats import PartHealth
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ class LogEndSampler:
         self._lock = threading.Lock()
         self._last_round: SampleRound | None = None
         self._last_success_ms: int | None = None
+        #: rounds that raised (not those whose requests failed: those are answers)
+        self.health = PartHealth("log_end_sampler")
         self.rounds = 0
         self.failed_rounds = 0
         self.callback_errors = 0
@@ -173,8 +176,17 @@ class LogEndSampler:
         while not self._stop.is_set():
             try:
                 self.sample_once()
-            except Exception:  # a sampler that dies silently is worse than one that logs
-                log.exception("log-end sampling round failed")
+            except Exception as error:  # a sampler that dies silently is worse than one that logs
+                health = self.health
+                health.restarts_total += 1
+                health.last_error = f"{type(error).__name__}: {error}"
+                if not health.failing_since_ms:
+                    health.failing_since_ms = self._wall_clock_ms()
+                    log.exception("log-end sampling round failed; the next round runs as planned")
+            else:
+                if self.health.failing_since_ms:
+                    log.warning("log-end sampling works again")
+                    self.health.failing_since_ms = 0
             # Fixed rate, but never a burst of catch-up rounds after a slow one.
             next_at = max(next_at + self.interval_s, time.monotonic())
             if self._wake.wait(max(0.0, next_at - time.monotonic())):

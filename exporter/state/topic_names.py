@@ -24,6 +24,9 @@ import queue
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from offsetwatch.decoder.records import ShareGroupPartitionMetadataValue
+from offsetwatch.exporter.state.offset_state import GroupState
+
 
 @dataclass(slots=True)
 class TopicIdNames:
@@ -64,3 +67,11 @@ class TopicIdNames:
     def offer(self, found: dict[str, str]) -> None:
         if found:
             self._offered.put(found)
+
+
+def share_topic_names(group: GroupState) -> dict[str, str]:
+    """Topic id -> name from the group's ShareGroupPartitionMetadata record."""
+    record = group.record(9)
+    if record is None or not isinstance(record.value, ShareGroupPartitionMetadataValue):
+        return {}
+    return {topic.topic_id: topic.topic_name for topic in record.value.topics}

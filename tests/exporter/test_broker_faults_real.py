@@ -16,6 +16,7 @@ One broker of the module's own (it is killed and stopped), with 3 partitions of
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -248,7 +249,7 @@ def test_a_broker_crash_loses_nothing_and_duplicates_nothing(
     done = threading.Event()
     with running_exporter(config) as service:
         if catching_up:
-            ingestor = service.exporter.ingestor
+            ingestor = service.exporter.store.ingestor
             wait_for(
                 lambda: sum(ingestor.positions.values()) > 500 and readyz(service).status == 503,
                 "the first pass under way, not finished",
@@ -279,9 +280,9 @@ def test_a_broker_crash_loses_nothing_and_duplicates_nothing(
         print(f"broker {fault}: ready with the API = OffsetFetch {recovery_s} s after it was back")
         wait_for(
             lambda: (
-                service.exporter.publisher is not None
-                and service.exporter.publisher.flush(1) == 0
-                and service.exporter.publisher.stats().in_flight == 0
+                service.exporter.sinks.publisher is not None
+                and service.exporter.sinks.publisher.flush(1) == 0
+                and service.exporter.sinks.publisher.stats().in_flight == 0
             ),
             "every republished record delivered",
         )
@@ -399,3 +400,54 @@ def test_a_hung_broker_loses_nothing_and_duplicates_nothing(
         committer.stop()
     assert_said_down([(status, up, metric) for _pid, status, up, metric in watcher.seen])
     assert_each_record_once(broker, output, archive)
+
+
+#: how long the schedule test keeps the broker stopped: past the source's metadata lookup
+#: timeout (5 s) and the socket timeout, so a call on the main loop would show as a gap
+HANG_S = 12.0
+
+
+def test_a_hung_broker_never_holds_the_snapshots_back(
+    broker: Broker, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """The main loop never waits on Kafka: with the broker SIGSTOPped, snapshots are still
+    built at their interval (1 s here). When the source's metadata lookups ran on the main
+    loop, a hung broker held them back to one every ~10 s. The publisher and the archive are
+    on, so their calls are on the path too."""
+    topic, group, output = fault_topics(broker, "schedule")
+    config = exporter_config(
+        broker.bootstrap,
+        snapshot_interval_s=1.0,
+        publish_topic=output,
+        archive_dir=tmp_path / "archive",
+        kafka_properties={"socket.timeout.ms": "5000", "reconnect.backoff.max.ms": "500"},
+    )
+    committer = Committer(broker, topic, group, 2)
+    built: list[int] = []
+    try:
+        with running_exporter(config) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: stats.ready and committer.commits > 3, "ready, commits flowing")
+            pid = int((broker.directory / "broker.pid").read_text())
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                until = time.monotonic() + HANG_S
+                while time.monotonic() < until:
+                    if not built or stats.snapshot_time_ms != built[-1]:
+                        built.append(stats.snapshot_time_ms)
+                    time.sleep(0.05)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            wait_for(lambda: stats.source_up, "the source up again after SIGCONT")
+            assert stats.loop_errors_total == 0
+    finally:
+        committer.stop()
+    gaps = [b - a for a, b in itertools.pairwise(built)]
+    record_property("snapshots_while_hung", len(built))
+    largest = max(gaps, default=0)
+    record_property("largest_gap_ms", largest)
+    print(f"broker hung {HANG_S:g} s: {len(built)} snapshots, largest gap {largest} ms")
+    # one a second expected; a call on the main loop shows as a gap of its timeout: the
+    # source's metadata lookup waited 5 s (before the readers: 7 snapshots in 12 s, one gap
+    # of 6.0 s), so a gap of 4 intervals is far from both
+    assert len(built) >= 2 and largest < 4 * 1000, built

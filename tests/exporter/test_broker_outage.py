@@ -75,7 +75,7 @@ def _ends(forwarder: TcpForwarder) -> dict[int, int]:
 
 
 def _ingested_up_to(service: ExporterService, ends: dict[int, int]) -> bool:
-    positions = service.exporter.ingestor.positions
+    positions = service.exporter.store.ingestor.positions
     return all(positions.get(p, 0) >= end for p, end in ends.items())
 
 
@@ -146,7 +146,7 @@ def test_broker_outage_keeps_serving_and_loses_nothing(
         clusters.callback(first.kill)
         with running_exporter(config) as service:
             exporter = service.exporter
-            publisher = exporter.publisher
+            publisher = exporter.sinks.publisher
             assert publisher is not None
 
             # -- phase A: ingested, delivered, visible in the first cluster's output --------

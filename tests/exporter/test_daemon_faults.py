@@ -122,7 +122,7 @@ def test_corrupt_records_are_dead_lettered_and_nothing_is_lost(cluster: MockClus
     config = exporter_config(cluster.bootstrap_servers, publish_topic=OUTPUT, publish_dlq_topic=DLQ)
     with running_exporter(config) as service:
         wait_ready_with_log_ends(service)
-        publisher = service.exporter.publisher
+        publisher = service.exporter.sinks.publisher
         assert publisher is not None
         wait_for(
             lambda: publisher.confirmed_positions() == {p: e for p, e in ends.items() if e},
@@ -148,7 +148,7 @@ def test_corrupt_records_are_dead_lettered_and_nothing_is_lost(cluster: MockClus
         assert rows[("orders", 1)]["metadata"] == "billing-0/4"
         assert api_group(service, "billing-3").status == 404
         assert publisher.stats().failed == 0
-    state = state_projection(service.exporter.state)  # the main loop has stopped
+    state = state_projection(service.exporter.store.offsets)  # the main loop has stopped
 
     # every good record applied, in order, and nothing else
     codec = Codec()

@@ -67,7 +67,7 @@ def _second_phase(workload: Workload) -> list[Raw]:
 
 def _caught_up(service: ExporterService, ends: dict[int, int]) -> bool:
     exporter = service.exporter
-    positions = exporter.ingestor.positions
+    positions = exporter.store.ingestor.positions
     return all(positions.get(p, 0) >= end for p, end in ends.items() if end) and bool(
         exporter.stats.ready
     )
@@ -89,14 +89,14 @@ def _run_to_end(
 
     def remember_start(service: ExporterService) -> None:
         # the positions open() restored from the checkpoint, handed to the source as its start
-        restored.update(service.exporter.ingestor.positions)
+        restored.update(service.exporter.store.ingestor.positions)
 
     with running_exporter(config, opened=remember_start) as service:
         wait_ready_with_log_ends(service)
         wait_for(lambda: _caught_up(service, ends), f"positions at the log ends {ends}")
         assert api_group(service, "billing-0").status == 200
     # read once the main loop has stopped: nothing mutates the state any more
-    projection = state_projection(service.exporter.state)
+    projection = state_projection(service.exporter.store.offsets)
     ingested = service.exporter.stats.total_records
     return projection, ingested, (restored if checkpoint is not None else None)
 

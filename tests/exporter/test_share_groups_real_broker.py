@@ -197,7 +197,7 @@ def driver(broker: Broker, compiling: Compiling) -> Iterator[Driver]:
 def watched(broker: Broker) -> Iterator[Watched]:
     exp = Exporter(ExporterConfig(bootstrap_servers=broker.bootstrap))
     # records available again after 2 deliveries count as redelivered again and again
-    exp.builder.share_config = ShareStatusConfig(delivery_limit=LIMIT, redelivery_warn=2)
+    exp.judge.builder.share_config = ShareStatusConfig(delivery_limit=LIMIT, redelivery_warn=2)
     exp.open()
     yield watch(exp)
     exp.close()
@@ -232,13 +232,13 @@ def _row(
         exp = watched.exporter
         stored = [
             (topic_id, partition, state.start_offset)
-            for (g, topic_id, partition), state in exp.share_store.partitions.items()
+            for (g, topic_id, partition), state in exp.store.share.partitions.items()
             if g == group
         ]
         return (
             f"{group} in the exporter with {want} (last: {found}; ready {exp.stats.ready}, "
-            f"group known {group in exp.state.groups}, share partitions stored {stored}, "
-            f"share positions {dict(exp.share_ingestor.positions)})"
+            f"group known {group in exp.store.offsets.groups}, share partitions stored {stored}, "
+            f"share positions {dict(exp.store.share_ingestor.positions)})"
         )
 
     until(matches, what, watched.step)
@@ -328,7 +328,7 @@ def _groups_cli_agrees(
     # the exporter must have read what Kafka wrote before its answers are compared
     ends = broker.log_ends("__share_group_state", 1)
     until(
-        lambda: all(exp.share_ingestor.positions.get(p, 0) >= end for p, end in ends.items()),
+        lambda: all(exp.store.share_ingestor.positions.get(p, 0) >= end for p, end in ends.items()),
         f"the exporter at the end of __share_group_state ({ends})",
         watched.step,
     )
@@ -540,7 +540,7 @@ def test_queues_on_the_real_broker(
     kafka = _kafka_starts(states)
     ours = {
         (g, p): s.start_offset
-        for (g, _t, p), s in exporter.share_store.partitions.items()
+        for (g, _t, p), s in exporter.store.share.partitions.items()
         if g in groups.values()
     }
     assert ours == {k: v for k, v in kafka.items() if k[0] in groups.values()}
@@ -564,5 +564,5 @@ def test_queues_on_the_real_broker(
     until(lambda: watched.detail(group) is None, "the deleted group gone", watched.step)
     listed = broker.tool("kafka-share-groups.sh", "--list").split()
     assert group not in listed and groups["released"] in listed
-    assert not any(exporter.share_store.errors.values())
-    assert sum(exporter.share_ingestor.decode_errors.values()) == 0
+    assert not any(exporter.store.share.errors.values())
+    assert sum(exporter.store.share_ingestor.decode_errors.values()) == 0

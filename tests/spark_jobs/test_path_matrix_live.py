@@ -152,7 +152,7 @@ def _run(
             )
             api = _api_offsets(service, work)
             open_to_the_end = _still_open(broker, work)
-            publisher = service.exporter.publisher
+            publisher = service.exporter.sinks.publisher
             assert publisher is not None
             publisher_config = dict(publisher.config_for_logging)
         # stopped (the publisher flushed) while the transaction is still open

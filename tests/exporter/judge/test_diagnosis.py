@@ -251,10 +251,10 @@ def test_the_storm_threshold_and_the_grace_come_from_the_exporters_settings() ->
     storm above (a rebalance every 8 s, 7 or 8 in the window) is none for a threshold of 20."""
     config = ExporterConfig(status_window_s=W / 1000, storm_rebalances=20, rebalance_grace_s=0.5)
     exporter = Exporter(config)
-    assert exporter.builder.diagnosis_config == DiagnosisConfig(
+    assert exporter.judge.builder.diagnosis_config == DiagnosisConfig(
         storm_rebalances=20, rebalance_grace_ms=500
     )
-    s = Scenario(builder=exporter.builder)
+    s = Scenario(builder=exporter.judge.builder)
     s.run(3 * W // SECOND, flapping(s, "g"))
     d = s.group("g").diagnosis
     assert d.cause is not Cause.REBALANCE_STORM

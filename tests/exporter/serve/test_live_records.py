@@ -82,7 +82,7 @@ def test_record_event_is_compact_json() -> None:
 
 def test_the_daemon_feeds_the_ring_only_while_watched() -> None:
     exporter = Exporter(ExporterConfig(bootstrap_servers="unused:9092"))
-    sinks = exporter.ingestor.sinks
+    sinks = exporter.store.ingestor.sinks
     exporter._watch_live()
     assert exporter.live.append not in sinks
     cursor = exporter.live.subscribe()

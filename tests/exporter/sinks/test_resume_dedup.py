@@ -25,6 +25,7 @@ from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_TOPIC,
     RecordPublisher,
 )
+from offsetwatch.exporter.sinks.record_sinks import SinkPartition
 from offsetwatch.exporter.sinks.resume_dedup import (
     MARGIN_MS,
     MAX_MARKS,
@@ -260,16 +261,14 @@ def test_the_sinks_skip_what_they_held_before_the_crash(tmp_path: Path) -> None:
         fake.append(FakeProducer(config))
         return fake[0]
 
-    exporter.publisher = publisher = RecordPublisher(
-        {}, output_topic="out", producer_factory=factory
-    )
+    sinks = exporter.sinks
+    sinks.publisher = publisher = RecordPublisher({}, output_topic="out", producer_factory=factory)
     publisher.source_cluster_id = "abc"
-    exporter.archive = ArchiveWriter(tmp_path)
-    exporter._published_skip = SkipSet.of([(2, 11), (2, 12)])
-    exporter._archived_skip = SkipSet.of([(2, 11)])
+    sinks.archive = ArchiveWriter(tmp_path)
+    sinks.put(SinkPartition(2, SinceMarks().take(2), frozenset({11, 12}), frozenset({11})))
     for offset in (10, 11, 12, 13):
-        exporter._publish(commit(2, offset))
-        exporter._archive(commit(2, offset))
+        sinks.publish(commit(2, offset))
+        sinks.write_archive(commit(2, offset))
     publisher.poll(0)
     produced = fake[0].produced
     assert [dict(p["headers"])[HEADER_SOURCE_OFFSET] for p in produced] == [b"10", b"13"]
@@ -281,5 +280,5 @@ def test_the_sinks_skip_what_they_held_before_the_crash(tmp_path: Path) -> None:
     }
     # the skipped records are done: the checkpoint may pass them
     assert publisher.confirmed_positions() == {2: 14}
-    exporter.archive.close()
+    sinks.archive.close()
     assert scan_archive(tmp_path, {}, MARGIN_MS) == {(2, 10), (2, 12), (2, 13)}
