@@ -321,7 +321,7 @@ class LogEndSampler:
         for tp, future in futures.items():
             key = (tp.topic, tp.partition)
             try:
-                results[key] = int(future.result(timeout=self._timeout_s + 5).offset)
+                offset = int(future.result(timeout=self._timeout_s + 5).offset)
             except KafkaException as exc:
                 kafka_error = exc.args[0] if exc.args else None
                 if isinstance(kafka_error, KafkaError) and kafka_error.code() in _UNKNOWN_CODES:
@@ -332,6 +332,15 @@ class LogEndSampler:
             except Exception as exc:  # a future timing out raises concurrent.futures errors
                 failed += 1
                 error = error or f"{key[0]}[{key[1]}]: {exc!r}"
+            else:
+                if offset < 0:
+                    # confluent-kafka answers -1001 (OFFSET_INVALID), without an error, for a
+                    # partition whose leader just died: unknown for this round, so the last
+                    # known log end stays (with its age) instead of a round dropped
+                    failed += 1
+                    error = error or f"{key[0]}[{key[1]}]: no log end this round ({offset})"
+                else:
+                    results[key] = offset
         return failed, error
 
     def _finish(self, sample: SampleRound) -> SampleRound:

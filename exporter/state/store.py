@@ -108,6 +108,8 @@ class StateStore:
                 histories.pop(key, None)
                 missing.add(key)
                 continue
+            if end < 0:
+                continue  # not a log end (OFFSET_INVALID): the last known one stays
             missing.discard(key)
             history = histories.get(key)
             if history is None:

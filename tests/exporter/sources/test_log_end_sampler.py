@@ -14,6 +14,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from offsetwatch.exporter.sources.log_end_sampler import LogEndSampler, TopicPartitionKey
+from offsetwatch.exporter.state.store import StateStore
+from offsetwatch.exporter.stats import PipelineStats
 from tests.kafka_fixtures import MockCluster, create_data_topic, fill_partitions, wait_until
 
 Samples = list[tuple[int, dict[TopicPartitionKey, int | None]]]
@@ -167,7 +169,7 @@ class _FakeAdmin:
         return 0
 
     def list_topics(self, timeout: float) -> _FakeMetadata:
-        return _FakeMetadata({"ok": 3, "flaky": 1, "raced": 1})
+        return _FakeMetadata({"ok": 3, "flaky": 1, "raced": 1, "leaderless": 1})
 
     def list_offsets(
         self, request: dict[TopicPartition, object], **_: object
@@ -180,6 +182,9 @@ class _FakeAdmin:
                 future.set_exception(KafkaException(KafkaError(KafkaError.REQUEST_TIMED_OUT)))
             elif tp.topic == "raced":
                 future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            elif tp.topic == "leaderless":
+                # what confluent-kafka answers for a partition whose leader just died
+                future.set_result(_FakeOffset(-1001))
             else:
                 future.set_result(_FakeOffset(100 + tp.partition))
             out[tp] = future
@@ -270,3 +275,30 @@ def test_an_admin_client_left_without_a_broker_address_is_replaced(
     config["stats_cb"](json.dumps({"brokers": {"b/1": {"nodename": "127.0.0.1:9092"}}}))
     sampler.sample_once()
     assert len(admins) == 2
+
+
+def test_a_negative_log_end_is_unknown_for_the_round_and_never_raises() -> None:
+    samples: Samples = []
+    sampler = LogEndSampler(
+        {},
+        partitions=lambda: [("ok", 0), ("leaderless", 0)],
+        on_sample=lambda t, o: samples.append((t, o)),
+        wall_clock_ms=lambda: 1234,
+        admin_factory=_FakeAdmin,
+    )
+    result = sampler.sample_once()
+    # the round goes on without it: the other partition's log end is handed over, and the
+    # leaderless one is left out, so its last known log end stays
+    assert samples == [(1234, {("ok", 0): 100})]
+    assert (result.resolved, result.unknown, result.failed) == (1, 0, 1)
+    assert (
+        result.error is not None and "leaderless[0]: no log end this round (-1001)" in result.error
+    )
+
+
+def test_the_state_keeps_the_last_log_end_when_a_round_has_none() -> None:
+    store = StateStore(PipelineStats())
+    store.apply_sample(1_000, {("t", 0): 50})
+    store.apply_sample(2_000, {("t", 0): -1001})
+    history = store.histories[("t", 0)]
+    assert history.latest() == (1_000, 50)
