@@ -555,6 +555,8 @@ class Exporter:
         failure of any of them is logged as an ERROR that says what was lost and sets
         `close_failed`."""
         readers = self.readers.all()
+        for reader in readers:
+            reader.request_stop()
         stopped = [reader.stop() for reader in readers]
         if not self.sinks.drain():
             self.close_failed = True

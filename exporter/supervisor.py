@@ -62,6 +62,11 @@ class Supervised:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the thread to stop after its current round, without waiting for it: parts
+        are asked together, then joined, so their current rounds end at the same time."""
+        self._stop.set()
+
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop after the current round; True if the thread ended within `timeout_s`."""
         self._stop.set()

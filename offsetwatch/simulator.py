@@ -204,12 +204,18 @@ class ClusterSimulator:
 
     def tick(self, elapsed_s: float = 1.0) -> None:
         """Advance the workload by one step (call about once a second)."""
-        now_ms = int(self.clock() * 1000)
         for topic in self.topics:
             if topic.rate <= 0:
                 continue
             for p in range(topic.partitions):
                 self._produce_data(topic.name, p, int(topic.rate * elapsed_s))
+        # the data is in the log before any consumer commits past it, and the commits are
+        # stamped after that, as a real consumer only commits what it read: else a log-end
+        # sample taken after a commit's time but before the data it counts sees committed >
+        # log end, Kafka's sign of a truncated log (ERR); a sampler in step with the 1 s tick
+        # saw it for seconds
+        self._producer.flush(5)
+        now_ms = int(self.clock() * 1000)
         age = self.clock() - self.started
         for run in self._runs:
             self._step(run, now_ms, age)

@@ -86,6 +86,9 @@ class SourceReader:
     def start(self) -> None:
         self._thread.start()
 
+    def request_stop(self) -> None:
+        self._thread.request_stop()
+
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop the thread after its current fetch; True if it ended within `timeout_s`.
         Only then may the source be closed (`close`): a client closed while another thread
