@@ -91,10 +91,13 @@ def test_nothing_fetched_before_a_restart_is_handed_out_after_it() -> None:
     reader = reader_of(source)
     reader.start()
     try:
-        # the queue holds two old batches and the reader waits to put the third
-        wait_for(lambda: source.polls >= 3, "the reader fetching ahead")
+        first = reader.take(5)
+        assert first is not None and first.messages == ["old-1"]
+        # asked for and not taken yet: "old-2" waits in the queue
+        reader.want()
+        wait_for(lambda: source.polls >= 2, "the reader fetching the next batch")
         reader.restart_from_beginning()
-        source.batches.append(batch("new", eof=True))
+        source.batches.insert(0, batch("new", eof=True))
         fresh = reader.take(5)
         assert fresh is not None and fresh.messages == ["new"]
         assert source.restarts == [{0, 1}]
@@ -109,6 +112,7 @@ def test_a_hung_source_never_holds_the_main_loop() -> None:
     reader = reader_of(source)
     reader.start()
     try:
+        reader.want()
         wait_for(lambda: source.polls >= 1, "the reader inside a fetch that hangs")
         # the main loop's side returns once its own wait is over, whatever the source does
         assert reader.take(0.05) is None
