@@ -133,6 +133,9 @@ class ExporterConfig:
     http_request_timeout_s: float = 10.0
     #: how often the log-end offsets of the tracked partitions are sampled
     sample_interval_s: float = 10.0
+    #: a `__consumer_offsets` partition the cluster has not confirmed for this long is stale
+    #: (not ready; its groups are marked stale); None: `stale_after_s_resolved`
+    stale_after_s: float | None = None
     #: the archive and publish topic get every tracked partition's log end this often, and in
     #: between only the log ends that changed
     log_end_full_round_s: float = 300.0
@@ -182,6 +185,13 @@ class ExporterConfig:
         object.__setattr__(self, "kafka_properties", MappingProxyType(dict(self.kafka_properties)))
         object.__setattr__(self, "log_level", str(self.log_level).upper())
         _validate(self)
+
+    @property
+    def stale_after_s_resolved(self) -> float:
+        """--stale-after-s, or its default: three sampling rounds, at least 30 s."""
+        if self.stale_after_s is not None:
+            return self.stale_after_s
+        return max(30.0, 3 * self.sample_interval_s)
 
     # -- filters -------------------------------------------------------------------------
 
@@ -312,6 +322,17 @@ _SETTINGS: Final = (
         "Lag in seconds is interpolated between samples, so shorter is more precise but "
         "costs more ListOffsets requests.",
         "SECONDS",
+    ),
+    _Setting(
+        "stale_after_s",
+        "float",
+        "Seconds after which a __consumer_offsets partition whose state the cluster has not "
+        "confirmed is stale: /readyz says not ready and why, and its groups are marked stale "
+        "in the API. Each sampling round confirms it: the partition's leader answers its log "
+        "end and the exporter has read up to it. Default: 3 x --sample-interval-s, at least "
+        "30.",
+        "SECONDS",
+        optional=True,
     ),
     _Setting(
         "log_end_full_round_s",
@@ -537,6 +558,15 @@ def _validate(config: ExporterConfig) -> None:
             raise _fail(
                 name, f"must be a positive number of seconds, at most {MAX_WAIT_S} (got {value})"
             )
+    if config.stale_after_s is not None and not (
+        2 * config.sample_interval_s <= config.stale_after_s <= MAX_WAIT_S
+    ):
+        raise _fail(
+            "stale_after_s",
+            f"({config.stale_after_s:g}) must span at least two samples and at most "
+            f"{MAX_WAIT_S} s: make it at least 2 x --sample-interval-s "
+            f"({2 * config.sample_interval_s:g})",
+        )
     if config.status_window_s < 2 * config.sample_interval_s:
         raise _fail(
             "status_window_s",

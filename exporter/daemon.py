@@ -52,6 +52,7 @@ from offsetwatch.exporter.sources.kafka_source import (
     ClusterChanged,
     OffsetOutOfRange,
     OffsetsTopicSource,
+    PartitionEof,
     SourceBatch,
     SourceError,
 )
@@ -63,6 +64,8 @@ from offsetwatch.exporter.stats import PipelineStats
 log = logging.getLogger(__name__)
 
 Sample = tuple[int, dict[tuple[str, int], int | None]]
+#: (time ms, log end per source partition, error per source partition without one)
+SourceEnds = tuple[int, dict[int, int], dict[int, str]]
 
 #: gen-0 collections every this many net allocations in the main loop (CPython's default 700)
 GC_GEN0_THRESHOLD: Final = 50_000
@@ -123,6 +126,10 @@ class Readers:
     samples: queue.SimpleQueue[Sample] = field(default_factory=queue.SimpleQueue)
     #: the data partitions to sample, published by the main loop (immutable)
     tracked: frozenset[tuple[str, int]] = frozenset()
+    #: the sampler's rounds of the source's own log ends (exporter/state/source_freshness.py)
+    source_ends: queue.SimpleQueue[SourceEnds] = field(default_factory=queue.SimpleQueue)
+    #: the `__consumer_offsets` partitions read, published by the main loop (immutable)
+    source_partitions: frozenset[int] = frozenset()
     #: asks the log-end sampler for a round now (set by the service)
     request_sample: Callable[[], None] | None = None
 
@@ -239,6 +246,7 @@ class Exporter:
         if cfg.archive_dir is not None:
             _check_writable_dir(Path(cfg.archive_dir), "--archive-dir")
         restored = self.checkpointer.restore(self.store)
+        self.store.freshness.since_ms = self.clock_ms()
         positions = None if restored is None else restored.positions
         cluster_id = None if restored is None else restored.cluster_id
         self.readers.offsets = SourceReader(
@@ -287,6 +295,14 @@ class Exporter:
         """Called on the sampler thread: hand the round over to the main loop."""
         self.readers.samples.put((time_ms, offsets))
 
+    def source_partitions(self) -> frozenset[int]:
+        """Called on the sampler thread: the immutable set published by the main loop."""
+        return self.readers.source_partitions
+
+    def on_source_ends(self, time_ms: int, ends: dict[int, int], errors: dict[int, str]) -> None:
+        """Called on the sampler thread: the source's log ends, for the main loop."""
+        self.readers.source_ends.put((time_ms, ends, errors))
+
     def on_sampler_admin_replaced(self, total: int) -> None:
         """Called on the sampler thread: how many admin clients it replaced so far."""
         self.stats.clients_replaced_total["log_end_sampler"] = total
@@ -297,10 +313,17 @@ class Exporter:
             try:
                 time_ms, offsets = samples.get_nowait()
             except queue.Empty:
-                return
+                break
             self.store.apply_sample(time_ms, offsets)
             self.stats.last_sample_ms = time_ms
             self.sinks.write_log_ends(time_ms, offsets)
+        source_ends = self.readers.source_ends
+        while True:
+            try:
+                time_ms, ends, errors = source_ends.get_nowait()
+            except queue.Empty:
+                return
+            self.store.freshness.on_log_ends(time_ms, ends, errors)
 
     # -- the main loop ---------------------------------------------------------------------
 
@@ -337,13 +360,19 @@ class Exporter:
             rebuilt = self._on_event(event) or rebuilt
         # after a rebuild every partition is read again from its start: this batch's records
         # were fetched from the old positions and must not be applied to the emptied state
-        messages = [] if rebuilt else batch.messages
         self._watch_live()
+        if rebuilt:
+            return 0
+        messages = batch.messages
+        ends = {e.partition: e.offset for e in batch.events if isinstance(e, PartitionEof)}
+        if messages or ends:
+            self.stats.source_last_error = None  # reading again, whatever failed before
         if not messages:
+            self.store.ingest(messages, ends, self.clock_ms())
             return 0
         source = reader.source
         self.sinks.before_ingest(lambda: self._next_to_read(source), source.cluster_id)
-        return self.store.ingest(messages)
+        return self.store.ingest(messages, ends, self.clock_ms())
 
     def _run_schedule(self, reader: SourceReader) -> None:
         now = self.clock_ms()
@@ -351,6 +380,7 @@ class Exporter:
         if now >= schedule.next_second_ms:
             tracked = self.store.tracked_partitions()
             self.readers.tracked = frozenset(tracked)
+            self._update_freshness(reader)
             schedule.next_second_ms = now + 1000
             self._check_ready(reader, tracked)
             self.sinks.every_second()
@@ -423,12 +453,13 @@ class Exporter:
             return True
         if isinstance(event, SourceError):
             log.warning("%s source: %s: %s", self.config.offsets_topic, event.code, event.message)
+            self.stats.source_last_error = f"{event.code}: {event.message}"
         return False
 
     def rebuild(self) -> None:
         reader = self.readers.offsets
         assert reader is not None
-        self.store.clear_offsets()
+        self.store.clear_offsets(self.clock_ms())
         reader.restart_from_beginning()
         self.stats.mark_not_ready()
         self.schedule.sample_requested = False
@@ -458,6 +489,20 @@ class Exporter:
         for partition, end in reader.end_offsets().items():
             stats.set_high_watermark(partition, end)
 
+    def _update_freshness(self, reader: SourceReader) -> None:
+        source = reader.source
+        assigned = source.assigned_partitions()
+        self.readers.source_partitions = frozenset(assigned)
+        # without a log-end sampler (a bare Exporter, as tests step it) nothing confirms an
+        # idle partition, so nothing is judged stale
+        sampled = self.readers.request_sample is not None
+        self.stats.freshness = self.store.freshness.view(
+            assigned,
+            source.partition_count(),
+            int(self.config.stale_after_s_resolved * 1000) if sampled else 0,
+            self.stats.source_last_error,
+        )
+
     def _check_ready(self, reader: SourceReader, tracked: set[tuple[str, int]]) -> None:
         """Ready = the first pass reached the end of every partition AND the log end of every
         tracked partition is known: lag computed before both would be a spike from history."""
@@ -481,7 +526,7 @@ class Exporter:
         whether it is a full one or the counters-only one of a catch-up."""
         started = time.perf_counter()
         full = self.stats.ready if ready is None else ready
-        snapshot = self.judge.judge(self.store, now_ms, full)
+        snapshot = self.judge.judge(self.store, now_ms, full, self.stats.freshness)
         self.stats.snapshot_time_ms = now_ms
         if full:
             self.stats.snapshot_duration_s = time.perf_counter() - started

@@ -40,6 +40,9 @@ class ExporterService:
             topic_ids=self.exporter.topic_id_names.unknown_ids,
             on_topic_names=self.exporter.topic_id_names.offer,
             on_admin_replaced=self.exporter.on_sampler_admin_replaced,
+            source_topic=cfg.offsets_topic,
+            source_partitions=self.exporter.source_partitions,
+            on_source_ends=self.exporter.on_source_ends,
         )
         self.exporter.readers.request_sample = self.sampler.wake
         self.exporter.stats.parts.append(self.sampler.health)

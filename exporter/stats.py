@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from offsetwatch.decoder.partitioner import partition_for
+
 __all__ = [
     "TOMBSTONE",
+    "Freshness",
     "PartHealth",
     "PipelineStats",
     "SinkHealth",
     "SourcePartition",
+    "StalePartition",
     "version_label",
 ]
 
@@ -91,6 +96,80 @@ class SourcePartition:
         return self.lag == 0
 
 
+@dataclass(frozen=True, slots=True)
+class StalePartition:
+    """A `__consumer_offsets` partition whose state the cluster has not confirmed lately."""
+
+    partition: int
+    #: epoch ms of the last confirmation; 0 = never since `Freshness.since_ms`
+    confirmed_ms: int
+    age_s: float
+    cause: str
+
+
+def _no_times() -> Mapping[int, int]:
+    return {}
+
+
+def _no_causes() -> Mapping[int, str]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """When the cluster last confirmed each `__consumer_offsets` partition's state complete
+    (exporter/state/source_freshness.py): immutable, for readiness, the API and the metrics.
+
+    A partition is stale once it has gone unconfirmed for longer than `stale_after_ms`."""
+
+    #: the partitions this exporter reads, ascending
+    tracked: tuple[int, ...] = ()
+    #: partitions of `__consumer_offsets` (a group's partition: `partition_for`)
+    partition_count: int = 0
+    #: partition -> epoch ms of its last confirmation (absent: none yet)
+    confirmed_ms: Mapping[int, int] = field(default_factory=_no_times)
+    #: partition -> why it is not confirmed now (absent: confirmed by the last round)
+    causes: Mapping[int, str] = field(default_factory=_no_causes)
+    stale_after_ms: int = 0
+    #: epoch ms since which partitions are tracked: the age of one never confirmed
+    since_ms: int = 0
+
+    def age_s(self, partition: int, now_ms: int) -> float:
+        """Seconds since the partition was last confirmed (since tracking began if never)."""
+        confirmed = self.confirmed_ms.get(partition, self.since_ms)
+        return max(0, now_ms - confirmed) / 1000
+
+    def is_stale(self, partition: int, now_ms: int) -> bool:
+        return (
+            self.stale_after_ms > 0 and self.age_s(partition, now_ms) * 1000 > self.stale_after_ms
+        )
+
+    def cause_of(self, partition: int) -> str:
+        """Why the partition is not confirmed now (for one that is stale)."""
+        return self.causes.get(
+            partition, "no log-end round answered since (the sampler's request is still waiting)"
+        )
+
+    def stale(self, now_ms: int) -> list[StalePartition]:
+        """The stale partitions, the longest unconfirmed first."""
+        found = [
+            StalePartition(
+                p,
+                self.confirmed_ms.get(p, 0),
+                self.age_s(p, now_ms),
+                self.cause_of(p),
+            )
+            for p in self.tracked
+            if self.is_stale(p, now_ms)
+        ]
+        return sorted(found, key=lambda s: (-s.age_s, s.partition))
+
+    def of_group(self, group_id: str) -> int | None:
+        """The `__consumer_offsets` partition holding the group's records."""
+        count = self.partition_count
+        return partition_for(group_id, count) if count > 0 else None
+
+
 #: how many unknown records `PipelineStats.unknown_seen` remembers (the counters count all)
 UNKNOWN_KEPT: Final = 20
 
@@ -132,6 +211,8 @@ class PipelineStats:
     source_high_watermark: dict[int, int] = field(default_factory=dict)
     #: the consumer of `__consumer_offsets` is connected and assigned
     source_up: bool = False
+    #: the source's last error, until it reads again
+    source_last_error: str | None = None
     #: Kafka client (offsets_source, share_state_source, publisher, log_end_sampler) -> how
     #: many times it was given up on and replaced: it had no broker address left
     clients_replaced_total: dict[str, int] = field(default_factory=dict)
@@ -158,6 +239,8 @@ class PipelineStats:
     sinks: list[SinkHealth] = field(default_factory=list)
     #: the health of the parts on threads of their own (source readers, log-end sampler)
     parts: list[PartHealth] = field(default_factory=list)
+    #: how fresh each `__consumer_offsets` partition's state is, as of the last second
+    freshness: Freshness = field(default_factory=Freshness)
 
     # -- writers (ingest side) -------------------------------------------------------------
 

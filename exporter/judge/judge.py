@@ -6,10 +6,11 @@ result, which HTTP threads then only read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offsetwatch.exporter.judge.snapshot import EMPTY_SNAPSHOT, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.state.store import StateStore
+from offsetwatch.exporter.stats import Freshness
 
 
 @dataclass(slots=True)
@@ -20,10 +21,12 @@ class Judge:
     #: the latest snapshot, served until the next one replaces it
     snapshot: Snapshot = EMPTY_SNAPSHOT
 
-    def judge(self, store: StateStore, now_ms: int, ready: bool) -> Snapshot:
+    def judge(
+        self, store: StateStore, now_ms: int, ready: bool, freshness: Freshness | None = None
+    ) -> Snapshot:
         """The snapshot of `store` at `now_ms`: a full one when `ready`, else the
         counters-only one of a catch-up (no rows, lag, status nor diagnosis: nothing shows
-        them before ready)."""
+        them before ready); `freshness` says which groups' state the cluster confirmed."""
         store.offsets.roll_windows(now_ms, self.window_ms)
         store.share.roll_windows(now_ms, self.window_ms)
         share_errors = {"undecodable": sum(store.share_ingestor.decode_errors.values())}
@@ -43,5 +46,7 @@ class Judge:
             )
             # KIP-848 assignments name topics by id (4.1+): the sampler looks the unnamed up
             store.topic_names.publish_unknown_assigned(self.builder.views.take_unnamed())
+        if freshness is not None:
+            snapshot = replace(snapshot, freshness=freshness)
         self.snapshot = snapshot
         return snapshot

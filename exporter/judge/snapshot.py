@@ -43,6 +43,7 @@ from offsetwatch.exporter.judge.status import (
 from offsetwatch.exporter.state.lag import LogEndHistory
 from offsetwatch.exporter.state.offset_state import NEVER, GroupState, OffsetState, PartitionTable
 from offsetwatch.exporter.state.share_state import SharePartition, ShareStateStore
+from offsetwatch.exporter.stats import Freshness
 
 UNKNOWN: Final = -1
 #: the diagnosis of a group nothing is known about (OK, no rebalance seen)
@@ -120,6 +121,8 @@ class Snapshot:
     #: diagnoses that failed (a bug: the group gets cause `unknown` instead)
     diagnosis_errors: int = 0
     share_stats: ShareStats = ShareStats()
+    #: how fresh each `__consumer_offsets` partition's state was when this was built
+    freshness: Freshness = Freshness()
 
     def group(self, group_id: str) -> GroupSnapshot | None:
         for group in self.groups:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -26,10 +27,11 @@ from offsetwatch.exporter.judge.share_snapshot import ShareGroupSnapshot, ShareP
 from offsetwatch.exporter.judge.snapshot import GroupSnapshot, Snapshot, TopicRows
 from offsetwatch.exporter.judge.status import Status
 from offsetwatch.exporter.state.diagnosis_history import MemberRef
-from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.stats import Freshness, PipelineStats, StalePartition
 
 __all__ = [
     "diagnosis_json",
+    "freshness_json",
     "group_detail",
     "group_summary",
     "groups_list",
@@ -62,7 +64,9 @@ def _last_commit(ms: int) -> JsonDict:
     return {"last_commit_ms": ms if ms > 0 else None, "last_commit": _time(ms)}
 
 
-def group_summary(group: GroupSnapshot) -> JsonDict:
+def group_summary(group: GroupSnapshot, stale: bool = False) -> JsonDict:
+    """`stale`: the cluster has not confirmed the group's partition of `__consumer_offsets`
+    lately (its detail says since when and why)."""
     view = group.view
     return {
         "group": view.group_id,
@@ -76,12 +80,20 @@ def group_summary(group: GroupSnapshot) -> JsonDict:
         **_last_commit(group.last_commit_ts),
         "topics": len(group.topics),
         "partitions": sum(len(rows) for rows in group.topics),
+        "stale": stale,
     }
 
 
 def groups_list(snapshot: Snapshot) -> list[JsonDict]:
     """One summary per group, by group id."""
-    return [group_summary(group) for group in snapshot.groups]
+    freshness, now = snapshot.freshness, snapshot.time_ms
+    stale = {s.partition for s in freshness.stale(now)}
+    if not stale:  # the usual case: no group's partition needs looking up
+        return [group_summary(group) for group in snapshot.groups]
+    return [
+        group_summary(group, freshness.of_group(group.view.group_id) in stale)
+        for group in snapshot.groups
+    ]
 
 
 def _owner(member: MemberView | None) -> JsonDict | None:
@@ -202,6 +214,7 @@ def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
         **_last_commit(group.last_commit_ts),
         "ready": snapshot.ready,
         "snapshot_time_ms": snapshot.time_ms,
+        "freshness": freshness_json(snapshot.freshness, view.group_id, snapshot.time_ms),
         "partitions": [row for rows in group.topics for row in _rows(rows, owners)],
         "members": [_member(member) for member in view.members],
         "diagnosis": diagnosis_json(group.diagnosis),
@@ -302,8 +315,41 @@ def diagnosis_json(diagnosis: Diagnosis) -> JsonDict:
 OFFSETS_READER: Final = "offsets_reader"
 
 
-def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
-    """(ready, body of /readyz): ready once the source is up and the first pass is done."""
+#: stale partitions named in /readyz (the count names them all)
+STALE_LISTED: Final = 10
+
+
+def _stale_json(stale: StalePartition) -> JsonDict:
+    return {
+        "partition": stale.partition,
+        "confirmed_at": _time(stale.confirmed_ms),
+        "age_seconds": round(stale.age_s, 3),
+        "cause": stale.cause,
+    }
+
+
+def freshness_json(freshness: Freshness, group_id: str, now_ms: int) -> JsonDict | None:
+    """The `freshness` object of a group: when the cluster last confirmed its partition of
+    `__consumer_offsets` complete (README "Freshness"); None before the source knows the
+    topic's partitions."""
+    partition = freshness.of_group(group_id)
+    if partition is None:
+        return None
+    confirmed = freshness.confirmed_ms.get(partition, 0)
+    stale = freshness.is_stale(partition, now_ms)
+    return {
+        "offsets_partition": partition,
+        "confirmed_at": _time(confirmed),
+        "age_seconds": round(freshness.age_s(partition, now_ms), 3),
+        "stale": stale,
+        "cause": freshness.cause_of(partition) if stale else None,
+    }
+
+
+def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, JsonDict]:
+    """(ready, body of /readyz): ready once the source is up, the first pass is done, and the
+    cluster confirmed every partition's state lately (none is stale)."""
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     behind, known = stats.behind()
     body: JsonDict = {
         "ready": False,
@@ -312,6 +358,11 @@ def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
         "partitions": known,
         "partitions_behind": behind,
     }
+    freshness = stats.freshness
+    stale = freshness.stale(now)
+    body["stale_partitions"] = len(stale)
+    if stale:
+        body["stale"] = [_stale_json(s) for s in stale[:STALE_LISTED]]
     reader = next((h for h in stats.parts if h.name == OFFSETS_READER and not h.up), None)
     if not stats.source_up:
         body["reason"] = "source down"
@@ -323,6 +374,14 @@ def readiness(stats: PipelineStats) -> tuple[bool, JsonDict]:
             body["reason"] = "catching up: no __consumer_offsets partition positions known yet"
         else:
             body["reason"] = f"catching up: {behind} of {known} partitions not at end yet"
+    elif stale:
+        first = stale[0]
+        body["reason"] = (
+            f"stale: the cluster has not confirmed {len(stale)} of {len(freshness.tracked)} "
+            f"__consumer_offsets partitions for more than {freshness.stale_after_ms / 1000:g} "
+            f"s, so what is served for their groups may be old (partition {first.partition}, "
+            f"{first.age_s:.0f} s: {first.cause})"
+        )
     else:
         body["ready"] = True
         body["ready_since_ms"] = stats.ready_since_ms

@@ -248,6 +248,19 @@ S_SOURCE_LAG: Final = _g(
     "source_lag", ("partition",), "Records of __consumer_offsets not read yet."
 )
 S_SOURCE_UP: Final = _g("source_up", (), "1 while the __consumer_offsets consumer is up.")
+S_SOURCE_STALENESS: Final = _g(
+    "source_staleness_seconds",
+    ("partition",),
+    "Seconds since the cluster last confirmed that the exporter holds every record of the "
+    "__consumer_offsets partition: its leader answered its log end and the exporter had "
+    "read up to it (grows while no leader answers, no fetch answers, or Read is revoked).",
+)
+S_SOURCE_STALE: Final = _g(
+    "source_stale_partitions",
+    (),
+    "__consumer_offsets partitions unconfirmed for longer than --stale-after-s: their groups "
+    "are served from state that may be old, and /readyz says not ready.",
+)
 S_CLIENTS_REPLACED: Final = _c(
     "clients_replaced_total",
     ("client",),
@@ -494,6 +507,8 @@ SELF_FAMILIES: Final = (
     S_HIGH_WATERMARK,
     S_SOURCE_LAG,
     S_SOURCE_UP,
+    S_SOURCE_STALENESS,
+    S_SOURCE_STALE,
     S_CLIENTS_REPLACED,
     S_READY,
     S_GROUPS,
@@ -918,6 +933,12 @@ def _self_families(
     )
     yield S_SOURCE_LAG, [((str(s.partition),), s.lag) for s in source if s.lag is not None]
     yield S_SOURCE_UP, [((), int(stats.source_up))]
+    freshness = stats.freshness
+    yield (
+        S_SOURCE_STALENESS,
+        [((str(p),), freshness.age_s(p, now_ms)) for p in freshness.tracked],
+    )
+    yield S_SOURCE_STALE, [((), len(freshness.stale(now_ms)))]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]
     yield S_GROUPS, [((), len(snapshot.groups))]

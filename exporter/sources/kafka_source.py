@@ -305,6 +305,7 @@ class OffsetsTopicSource:
         self._assigned: set[int] = set()
         self._stopped: set[int] = set()  # assigned but out of range: waiting for the caller
         self._eof_seen: set[int] = set()
+        self._partition_count = 0
         self._eof_offsets: dict[int, int] = {}
         self._positions: dict[int, int] = {}
         self._events: list[SourceEvent] = []
@@ -584,6 +585,7 @@ class OffsetsTopicSource:
             self._mark_up()
         self._next_refresh = self._clock() + self._metadata_refresh_s
         present = set(topic_md.partitions)
+        self._partition_count = len(present)
         new = sorted(present - self._assigned)
         # Checkpointed partitions that no longer exist: the topic was recreated smaller.
         for partition in sorted(set(self._pending_start) - present):
@@ -694,6 +696,10 @@ class OffsetsTopicSource:
     def assigned_partitions(self) -> set[int]:
         with self._lock:
             return set(self._assigned)
+
+    def partition_count(self) -> int:
+        """Partitions of the topic in the last metadata answer (0 before the first)."""
+        return self._partition_count
 
     def out_of_range_partitions(self) -> set[int]:
         with self._lock:

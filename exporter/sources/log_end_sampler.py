@@ -19,6 +19,10 @@ Result per tracked partition in `on_sample(time_ms, offsets)`:
   the best knowledge; `last_round` says how the round went.
 A round in which nothing at all was learned does not call `on_sample`.
 
+With `source_topic`, each round then asks the log ends of the source's own partitions
+(read_committed, as the source reads) for `on_source_ends`: what tells a frozen source from an
+idle one (exporter/state/source_freshness.py).
+
 With `topic_ids`/`on_topic_names`, each round first looks up the names of the topic ids the
 exporter cannot name (share partitions are keyed by topic id:
 exporter/sources/topic_id_resolver.py), so that those blocking Admin calls never run on the main
@@ -47,6 +51,8 @@ log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 SampleCallback = Callable[[int, dict[TopicPartitionKey, int | None]], None]
+#: (time ms, log end per source partition, error per source partition without one)
+SourceEndsCallback = Callable[[int, dict[int, int], dict[int, str]], None]
 
 # Errors that mean "no such topic/partition" rather than "could not ask right now".
 _UNKNOWN_CODES = frozenset(
@@ -93,6 +99,9 @@ class LogEndSampler:
         topic_ids: Callable[[], Collection[str]] | None = None,
         on_topic_names: Callable[[dict[str, str]], None] | None = None,
         on_admin_replaced: Callable[[int], None] | None = None,
+        source_topic: str | None = None,
+        source_partitions: Callable[[], Collection[int]] | None = None,
+        on_source_ends: SourceEndsCallback | None = None,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -125,6 +134,9 @@ class LogEndSampler:
         self.admins_replaced = 0
         self._on_admin_replaced = on_admin_replaced
         self._admin = admin_factory(self._config)
+        self._source_topic = source_topic
+        self._source_partitions = source_partitions
+        self._on_source_ends = on_source_ends
         self._topic_ids = topic_ids
         self._on_topic_names = on_topic_names
         self._resolver = TopicIdResolver(self._admin, request_timeout_s)
@@ -251,11 +263,13 @@ class LogEndSampler:
                     else:
                         results[key] = None
                 for start in range(0, len(to_ask), self._chunk_size):
-                    chunk_failed, chunk_error = self._list_offsets(
+                    chunk_failed = self._list_offsets(
                         to_ask[start : start + self._chunk_size], results
                     )
-                    failed += chunk_failed
-                    error = error or chunk_error
+                    failed += len(chunk_failed)
+                    if chunk_failed and error is None:
+                        (topic, partition), why = next(iter(chunk_failed.items()))
+                        error = f"{topic}[{partition}]: {why}"
         unknown = sum(1 for v in results.values() if v is None)
         sample = SampleRound(
             time_ms,
@@ -272,6 +286,7 @@ class LogEndSampler:
             except Exception:
                 self.callback_errors += 1
                 log.exception("on_sample callback failed")
+        self._sample_source(time_ms)
         return self._finish(sample)
 
     def _resolve_topic_ids(self) -> None:
@@ -305,19 +320,24 @@ class LogEndSampler:
         return existing
 
     def _list_offsets(
-        self, keys: list[TopicPartitionKey], results: dict[TopicPartitionKey, int | None]
-    ) -> tuple[int, str | None]:
+        self,
+        keys: list[TopicPartitionKey],
+        results: dict[TopicPartitionKey, int | None],
+        isolation: Any = None,
+    ) -> dict[TopicPartitionKey, str]:
+        """Ask the leaders of `keys` for their log ends into `results`; the error of each
+        partition that got no log end."""
         request = {TopicPartition(topic, partition): self._latest for topic, partition in keys}
         try:
             futures = self._admin.list_offsets(
                 request,
-                isolation_level=self._isolation,
+                isolation_level=self._isolation if isolation is None else isolation,
                 request_timeout=self._timeout_s,
             )
         except (KafkaException, ValueError) as exc:
-            return len(keys), f"list_offsets: {_describe(exc)}"
-        failed = 0
-        error: str | None = None
+            error = f"list_offsets: {_describe(exc)}"
+            return dict.fromkeys(keys, error)
+        failed: dict[TopicPartitionKey, str] = {}
         for tp, future in futures.items():
             key = (tp.topic, tp.partition)
             try:
@@ -327,21 +347,40 @@ class LogEndSampler:
                 if isinstance(kafka_error, KafkaError) and kafka_error.code() in _UNKNOWN_CODES:
                     results[key] = None  # deleted between the metadata call and this one
                 else:
-                    failed += 1
-                    error = error or f"{key[0]}[{key[1]}]: {_describe(exc)}"
+                    failed[key] = _describe(exc)
             except Exception as exc:  # a future timing out raises concurrent.futures errors
-                failed += 1
-                error = error or f"{key[0]}[{key[1]}]: {exc!r}"
+                failed[key] = repr(exc)
             else:
                 if offset < 0:
                     # confluent-kafka answers -1001 (OFFSET_INVALID), without an error, for a
                     # partition whose leader just died: unknown for this round, so the last
                     # known log end stays (with its age) instead of a round dropped
-                    failed += 1
-                    error = error or f"{key[0]}[{key[1]}]: no log end this round ({offset})"
+                    failed[key] = f"no log end this round ({offset})"
                 else:
                     results[key] = offset
-        return failed, error
+        return failed
+
+    def _sample_source(self, time_ms: int) -> None:
+        """The source topic's log ends, read_committed as the source reads it: what confirms
+        that the exporter's state is complete (exporter/state/source_freshness.py)."""
+        if self._source_topic is None or self._on_source_ends is None:
+            return
+        assert self._source_partitions is not None
+        keys = [(self._source_topic, p) for p in sorted(self._source_partitions())]
+        if not keys:
+            return
+        results: dict[TopicPartitionKey, int | None] = {}
+        failed = self._list_offsets(keys, results, IsolationLevel.READ_COMMITTED)
+        ends = {partition: end for (_t, partition), end in results.items() if end is not None}
+        errors = {partition: error for (_t, partition), error in failed.items()}
+        for (_t, partition), end in results.items():
+            if end is None:
+                errors[partition] = "unknown topic or partition"
+        try:
+            self._on_source_ends(time_ms, ends, errors)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("on_source_ends callback failed")
 
     def _finish(self, sample: SampleRound) -> SampleRound:
         with self._lock:

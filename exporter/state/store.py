@@ -22,6 +22,7 @@ from offsetwatch.exporter.state.lag import LogEndHistory
 from offsetwatch.exporter.state.offset_state import GroupState, OffsetState
 from offsetwatch.exporter.state.share_ingest import ShareIngestor
 from offsetwatch.exporter.state.share_state import ShareStateStore
+from offsetwatch.exporter.state.source_freshness import SourceFreshness
 from offsetwatch.exporter.state.topic_names import TopicIdNames, share_topic_names
 from offsetwatch.exporter.stats import PipelineStats
 
@@ -50,6 +51,8 @@ class StateStore:
     missing: set[tuple[str, int]] = field(default_factory=set)
     #: names of the topic ids share partitions and KIP-848 assignments are keyed by
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
+    #: when the cluster last confirmed each `__consumer_offsets` partition's state complete
+    freshness: SourceFreshness = field(default_factory=SourceFreshness)
     ingestor: Ingestor = field(init=False)
     share_ingestor: ShareIngestor = field(init=False)
 
@@ -59,8 +62,17 @@ class StateStore:
 
     # -- records ---------------------------------------------------------------------------
 
-    def ingest(self, messages: list[RawMessage]) -> int:
-        return self.ingestor.ingest(messages) if messages else 0
+    def ingest(
+        self, messages: list[RawMessage], ends: Mapping[int, int] | None = None, now_ms: int = 0
+    ) -> int:
+        """Apply a batch's records; `ends`: the partitions the batch read to their end, with
+        the offset of that end (past trailing transaction markers), taken at `now_ms`."""
+        applied = self.ingestor.ingest(messages) if messages else 0
+        if messages:
+            self.freshness.on_positions(self.ingestor.positions)
+        if ends:
+            self.freshness.on_ends(ends, now_ms)
+        return applied
 
     def ingest_share(self, messages: list[RawMessage]) -> int:
         return self.share_ingestor.ingest(messages) if messages else 0
@@ -74,10 +86,11 @@ class StateStore:
     def share_positions(self) -> dict[int, int]:
         return self.share_ingestor.positions
 
-    def clear_offsets(self) -> None:
+    def clear_offsets(self, now_ms: int) -> None:
         """Forget every group and position: the topic is read again from its start."""
         self.offsets.groups.clear()
         self.ingestor.positions.clear()
+        self.freshness.reset(now_ms)
 
     def clear_share(self) -> None:
         self.share.clear()
@@ -166,6 +179,7 @@ class StateStore:
         for group_id in moving:
             del groups[group_id]
         position = self.ingestor.positions.pop(partition, None)
+        self.freshness.forget(partition)
         return PartitionState(partition, position, moving)
 
     def put(self, taken: PartitionState, partitions: int) -> None:

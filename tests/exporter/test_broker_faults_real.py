@@ -30,6 +30,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.serve.api import group_detail, readiness
 from offsetwatch.exporter.service import ExporterService
 from offsetwatch.exporter.sources.kafka_source import OffsetsTopicSource
 from tests.exporter.daemon_helpers import (
@@ -413,32 +414,50 @@ def test_a_hung_broker_never_holds_the_snapshots_back(
     """The main loop never waits on Kafka: with the broker SIGSTOPped, snapshots are still
     built at their interval (1 s here). When the source's metadata lookups ran on the main
     loop, a hung broker held them back to one every ~10 s. The publisher and the archive are
-    on, so their calls are on the path too."""
+    on, so their calls are on the path too.
+
+    And what is served is never called fresh while nothing confirms it: once the broker has
+    been silent for longer than --stale-after-s, /readyz says not ready (stale, or source
+    down) in every answer, and the committing group is marked stale; ready again after."""
     topic, group, output = fault_topics(broker, "schedule")
+    stale_after_s = 3.0
     config = exporter_config(
         broker.bootstrap,
         snapshot_interval_s=1.0,
+        sample_interval_s=1.0,
+        stale_after_s=stale_after_s,
         publish_topic=output,
         archive_dir=tmp_path / "archive",
         kafka_properties={"socket.timeout.ms": "5000", "reconnect.backoff.max.ms": "500"},
     )
     committer = Committer(broker, topic, group, 2)
     built: list[int] = []
+    #: (seconds since SIGSTOP, ready, reason) of every readiness answer during the hang
+    answers: list[tuple[float, bool, str]] = []
+    marked_stale = False
     try:
         with running_exporter(config) as service:
             stats = service.exporter.stats
             wait_for(lambda: stats.ready and committer.commits > 3, "ready, commits flowing")
+            wait_for(lambda: readiness(stats)[0], "/readyz ready: every partition confirmed")
             pid = int((broker.directory / "broker.pid").read_text())
             os.kill(pid, signal.SIGSTOP)
+            stopped = time.monotonic()
             try:
-                until = time.monotonic() + HANG_S
+                until = stopped + HANG_S
                 while time.monotonic() < until:
                     if not built or stats.snapshot_time_ms != built[-1]:
                         built.append(stats.snapshot_time_ms)
+                        detail = group_detail(service.exporter.snapshot, group)
+                        freshness = None if detail is None else detail["freshness"]
+                        marked_stale = marked_stale or bool(freshness and freshness["stale"])
+                    ready, body = readiness(stats)
+                    answers.append((time.monotonic() - stopped, ready, body.get("reason", "")))
                     time.sleep(0.05)
             finally:
                 os.kill(pid, signal.SIGCONT)
             wait_for(lambda: stats.source_up, "the source up again after SIGCONT")
+            wait_for(lambda: readiness(stats)[0], "/readyz ready again after SIGCONT")
             assert stats.loop_errors_total == 0
     finally:
         committer.stop()
@@ -451,3 +470,13 @@ def test_a_hung_broker_never_holds_the_snapshots_back(
     # source's metadata lookup waited 5 s (before the readers: 7 snapshots in 12 s, one gap
     # of 6.0 s), so a gap of 4 intervals is far from both
     assert len(built) >= 2 and largest < 4 * 1000, built
+    # the last confirmation came before the SIGSTOP (an end of partition already fetched may
+    # be taken a moment after it: 1 s of slack); from then on, never ready
+    late = [(at, reason) for at, ready, reason in answers if at > stale_after_s + 1.0]
+    assert late and not any(ready for at, ready, _r in answers if at > stale_after_s + 1.0)
+    reasons = {reason.split(":", 1)[0] for _at, reason in late}
+    assert reasons <= {"stale", "source down"}, reasons
+    assert marked_stale, "the committing group was never marked stale while the broker hung"
+    first_stale = next((at for at, ready, _r in answers if not ready), None)
+    record_property("not_ready_after_s", first_stale)
+    print(f"not ready {first_stale:.1f} s after SIGSTOP (--stale-after-s {stale_after_s:g})")

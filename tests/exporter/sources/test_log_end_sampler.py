@@ -67,6 +67,39 @@ def test_samples_log_ends_and_reports_missing_topics(cluster: MockCluster) -> No
     assert offsets[("payments", 0)] is None  # deleted: reported, not an exception
 
 
+SourceRounds = list[tuple[int, dict[int, int], dict[int, str]]]
+
+
+@pytest.mark.kafka
+def test_each_round_asks_the_source_topics_own_log_ends(cluster: MockCluster) -> None:
+    """What confirms the exporter's state (exporter/state/source_freshness.py): the source
+    topic's partitions, each with its log end or the reason it has none this round."""
+    create_data_topic(cluster, "orders", [2])
+    create_data_topic(cluster, "offsets-source", [4, 0, 9])
+    samples: Samples = []
+    rounds: SourceRounds = []
+    sampler = _sampler(
+        cluster.bootstrap_servers,
+        [("orders", 0)],
+        samples,
+        request_timeout_s=1.0,
+        source_topic="offsets-source",
+        source_partitions=lambda: {0, 1, 2, 7},
+        on_source_ends=lambda t, ends, errors: rounds.append((t, ends, errors)),
+    )
+    sampler.sample_once()
+    (time_ms, ends, errors) = rounds[-1]
+    assert time_ms == samples[-1][0]
+    assert ends == {0: 4, 1: 0, 2: 9}
+    assert set(errors) == {7}
+    # the data partitions' round is what it was: the source's partitions are not in it
+    assert samples[-1][1] == {("orders", 0): 2}
+    cluster.set_down()
+    sampler.sample_once()
+    (_t, ends, errors) = rounds[-1]
+    assert ends == {} and set(errors) == {0, 1, 2, 7}
+
+
 @pytest.mark.kafka
 def test_background_thread_samples_and_stops(cluster: MockCluster) -> None:
     create_data_topic(cluster, "t", [1, 2])
