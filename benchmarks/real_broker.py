@@ -541,11 +541,15 @@ def bench_catch_up(broker: Broker, args: argparse.Namespace, workdir: Path) -> N
         try:
             at_end, ready = daemon.wait_ready()
             cpu, rss = proc_cpu_s(daemon.proc.pid), proc_peak_rss_mb(daemon.proc.pid)
-            seen = daemon.health()["records_total"]
+            health = daemon.health()
+            seen = health["records_total"]
+            fast = health.get("fast_path_records_total")
         finally:
             daemon.stop()
         if int(seen) != records:
             print(f"  (!) exporter counted {seen:,.0f} records, the topic holds {records:,}")
+        if fast is not None and seen:
+            print(f"  the C ingest loop applied {fast:,} of {seen:,} records ({fast / seen:.1%})")
         exporter.append((Usage(ready, cpu, rss), at_end, seen))
         print(
             f"  run {run + 1}: bare {done.usage.wall_s:.1f} s wall {done.usage.cpu_s:.1f} cpu-s "

@@ -32,12 +32,13 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Final
 
+from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
@@ -130,6 +131,9 @@ class Readers:
     source_ends: queue.SimpleQueue[SourceEnds] = field(default_factory=queue.SimpleQueue)
     #: the `__consumer_offsets` partitions read, published by the main loop (immutable)
     source_partitions: frozenset[int] = frozenset()
+    #: tracked topics the broker refuses to describe -> its error, replaced by the sampler's
+    #: thread each round (never changed in place)
+    denied_topics: Mapping[str, str] = field(default_factory=dict)
     #: asks the log-end sampler for a round now (set by the service)
     request_sample: Callable[[], None] | None = None
 
@@ -303,6 +307,10 @@ class Exporter:
         """Called on the sampler thread: the source's log ends, for the main loop."""
         self.readers.source_ends.put((time_ms, ends, errors))
 
+    def on_denied(self, denied: dict[str, str]) -> None:
+        """Called on the sampler thread: the tracked topics it may not describe."""
+        self.readers.denied_topics = dict(denied)
+
     def on_sampler_admin_replaced(self, total: int) -> None:
         """Called on the sampler thread: how many admin clients it replaced so far."""
         self.stats.clients_replaced_total["log_end_sampler"] = total
@@ -381,6 +389,7 @@ class Exporter:
             tracked = self.store.tracked_partitions()
             self.readers.tracked = frozenset(tracked)
             self._update_freshness(reader)
+            self._note_denied(self.readers.denied_topics)
             schedule.next_second_ms = now + 1000
             self._check_ready(reader, tracked)
             self.sinks.every_second()
@@ -488,6 +497,27 @@ class Exporter:
             stats.set_position(partition, position)
         for partition, end in reader.end_offsets().items():
             stats.set_high_watermark(partition, end)
+
+    def _note_denied(self, denied: Mapping[str, str]) -> None:
+        """Hand the topics the exporter may not describe to the state and the stats; one
+        line for each that is newly refused (with the grant to make) and each granted since."""
+        before = self.store.denied_topics
+        if denied.keys() == before.keys():
+            return
+        properties = self.kafka_config()
+        for topic in sorted(denied.keys() - before.keys()):
+            log.warning(
+                "not authorized to describe topic %r (%s): the lag of the groups that consume "
+                "it is unknown and they show cause not_authorized; grant it: %s",
+                topic,
+                denied[topic],
+                grant_line(properties, "Describe", "topic", topic),
+            )
+        for topic in sorted(before.keys() - denied.keys()):
+            log.info("topic %r can be described again", topic)
+        grants = {topic: grant_line(properties, "Describe", "topic", topic) for topic in denied}
+        self.store.denied_topics = grants
+        self.stats.denied_topics = {topic: (denied[topic], grants[topic]) for topic in denied}
 
     def _update_freshness(self, reader: SourceReader) -> None:
         source = reader.source

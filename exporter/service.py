@@ -43,6 +43,7 @@ class ExporterService:
             source_topic=cfg.offsets_topic,
             source_partitions=self.exporter.source_partitions,
             on_source_ends=self.exporter.on_source_ends,
+            on_denied=self.exporter.on_denied,
         )
         self.exporter.readers.request_sample = self.sampler.wake
         self.exporter.stats.parts.append(self.sampler.health)

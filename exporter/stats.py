@@ -203,6 +203,8 @@ class PipelineStats:
     unknown_total: dict[tuple[int, int], int] = field(default_factory=dict)
     #: the latest of them, by partition and offset
     unknown_seen: deque[UnknownSeen] = field(default_factory=lambda: deque(maxlen=UNKNOWN_KEPT))
+    #: records the C ingest loop applied (the others went the Python path, the reference)
+    fast_path_records_total: int = 0
     #: main-loop iterations that raised (the daemon logs, backs off and carries on)
     loop_errors_total: int = 0
     #: `__consumer_offsets` partition -> next offset to read
@@ -241,6 +243,9 @@ class PipelineStats:
     parts: list[PartHealth] = field(default_factory=list)
     #: how fresh each `__consumer_offsets` partition's state is, as of the last second
     freshness: Freshness = field(default_factory=Freshness)
+    #: tracked topics the broker refuses to describe -> (its error, the grant to make);
+    #: replaced whole, never changed in place
+    denied_topics: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # -- writers (ingest side) -------------------------------------------------------------
 

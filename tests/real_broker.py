@@ -391,17 +391,31 @@ def retry(action: Callable[[], T], *, attempts: int = 60, pause_s: float = 0.5) 
     raise AssertionError("unreachable")
 
 
-def start_broker(directory: Path, *properties: str, port: int | None = None) -> Broker:
+def start_broker(
+    directory: Path,
+    *properties: str,
+    port: int | None = None,
+    extra_listeners: Sequence[tuple[str, int]] = (),
+) -> Broker:
     """Format `directory` and start a broker on it; wait until it serves.
 
     Without a `port`, a free pair is chosen, and chosen again if another process took it
-    before the broker bound it."""
+    before the broker bound it. `extra_listeners`: (name, port) listeners beside PLAINTEXT
+    (their security protocols in the `listener.security.protocol.map` of `properties`)."""
     for attempt in range(5):
         chosen = port if port is not None else free_port_pair()
         if attempt:
             shutil.rmtree(directory, ignore_errors=True)
+        listening = list(properties)
+        if extra_listeners:
+            extra = ",".join(f"{name}://127.0.0.1:{at}" for name, at in extra_listeners)
+            listening += [
+                f"listeners=PLAINTEXT://127.0.0.1:{chosen},CONTROLLER://127.0.0.1:{chosen + 1},"
+                + extra,
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{chosen}," + extra,
+            ]
         done = subprocess.run(
-            [str(broker_script()), "start", str(directory), str(chosen), *properties],
+            [str(broker_script()), "start", str(directory), str(chosen), *listening],
             capture_output=True,
             text=True,
             timeout=180,
@@ -441,10 +455,12 @@ def stop_broker(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def own_broker(directory: Path, *properties: str) -> Iterator[Broker]:
+def own_broker(
+    directory: Path, *properties: str, extra_listeners: Sequence[tuple[str, int]] = ()
+) -> Iterator[Broker]:
     """A broker of the test's own, with other settings than the shared one; stopped after."""
     require_broker()
-    broker = start_broker(directory, *properties)
+    broker = start_broker(directory, *properties, extra_listeners=extra_listeners)
     try:
         yield broker
     finally:

@@ -8,7 +8,8 @@ scrape or an API call, and nothing is added to the commit path.
 The rules, in order (the first that applies wins), are written down in docs/diagnosis.md; keep
 the two in step:
 
-1. `topic_deleted`: the group is ERR.
+1. `not_authorized` / `topic_deleted`: the group is ERR; `not_authorized` when a topic of an
+   ERR partition is one the broker refuses to describe to the exporter.
 2. `rebalance_storm`: at least `storm_rebalances` rebalances inside the status window.
 3. `rewind_by_reset` / `rewind_by_consumer`: the group is REWIND; a reset when the group had
    no members when the offsets went back.
@@ -61,6 +62,8 @@ class Cause(StrEnum):
     SLOW_CONSUMER = "slow_consumer"
     PARTITION_UNOWNED = "partition_unowned"
     TOPIC_DELETED = "topic_deleted"
+    #: the exporter may not describe a topic of the group: its log end is unknown, not gone
+    NOT_AUTHORIZED = "not_authorized"
     #: share groups: records redelivered again and again or archived at the delivery limit
     POISON_RECORDS = "poison_records"
     UNKNOWN = "unknown"
@@ -150,6 +153,11 @@ class _Facts:
     now_ms: int
     window_ms: int
     cfg: DiagnosisConfig
+    #: topics the broker refuses to describe to the exporter -> the grant to make
+    denied: Mapping[str, str]
+
+
+_NONE_DENIED: Final[Mapping[str, str]] = {}
 
 
 def diagnose(
@@ -164,8 +172,10 @@ def diagnose(
     catch_up_seconds: float | None,
     falling_behind: bool,
     cfg: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG,
+    denied: Mapping[str, str] = _NONE_DENIED,
 ) -> Diagnosis:
-    """The diagnosis of a group that is not OK (`bad` holds its non-OK partitions).
+    """The diagnosis of a group that is not OK (`bad` holds its non-OK partitions; `denied`
+    the topics the exporter may not describe, with the grant that would let it).
 
     `lag_by_partition`: the known lag of every exported partition (used to tell progressing
     partitions: caught up, or moved forward since the window start).
@@ -176,7 +186,7 @@ def diagnose(
     rewinds = {
         tp: tables[tp[0]].rewind_ts[tp[1]] for tp, value in bad.items() if value == Status.REWIND
     }
-    facts = _Facts(status, view, bad, progressing, rewinds, history, now_ms, window_ms, cfg)
+    facts = _Facts(status, view, bad, progressing, rewinds, history, now_ms, window_ms, cfg, denied)
     cause, reason, suspects = _judge(facts)
     return Diagnosis(
         status,
@@ -245,6 +255,15 @@ def _judge(f: _Facts) -> _Verdict:
 
 def _topic_deleted(f: _Facts) -> _Verdict:
     errs = sorted(tp for tp, value in f.bad.items() if value == Status.ERR)
+    refused = sorted({topic for topic, _p in errs if topic in f.denied})
+    if refused:
+        return (
+            Cause.NOT_AUTHORIZED,
+            f"the exporter is not authorized to describe topic {refused[0]!r}"
+            + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+            + f", so its log end and lag are unknown (not deleted); grant: {f.denied[refused[0]]}",
+            (),
+        )
     return (
         Cause.TOPIC_DELETED,
         f"{_parts(errs)}: the log end is unknown (topic deleted?) or below the committed "

@@ -11,7 +11,7 @@ import logging
 import math
 import re
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -198,6 +198,8 @@ class SnapshotBuilder:
     diagnosis_config: DiagnosisConfig = DEFAULT_DIAGNOSIS_CONFIG
     diagnosis_errors: int = 0
     share_config: ShareStatusConfig | None = None
+    #: topics the broker refuses to describe -> the grant to make (as of the last build)
+    denied_topics: Mapping[str, str] = field(default_factory=dict)
     #: the per-partition loop in C (exporter/judge/_snapshot_speedups.c); None: `_partition_loop`
     accelerated_loop: Any = field(default_factory=_accelerated_loop, repr=False, compare=False)
 
@@ -210,8 +212,11 @@ class SnapshotBuilder:
         share: ShareStateStore | None = None,
         share_errors: dict[str, int] | None = None,
         topic_names: dict[str, str] | None = None,
+        denied_topics: Mapping[str, str] | None = None,
     ) -> Snapshot:
         groups = []
+        if denied_topics is not None:
+            self.denied_topics = denied_topics
         tracked = 0
         window_start_ms = state.window_clock.window_ms
         share_groups = {} if share is None else share.groups()
@@ -421,6 +426,7 @@ class SnapshotBuilder:
                 catch_up_s,
                 falling_behind,
                 cfg,
+                self.denied_topics,
             )
         except Exception as error:  # a bug here must not stop the snapshots (nor the daemon)
             if not self.diagnosis_errors:

@@ -413,6 +413,19 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
     ]
     if failing_parts:
         body["failing_parts"] = failing_parts
+    denied = stats.denied_topics
+    if denied:
+        # the groups on them show cause not_authorized; the rest is right, so still ready
+        body["not_authorized"] = [
+            {
+                "resource": "topic",
+                "name": topic,
+                "operation": "Describe",
+                "error": error,
+                "grant": grant,
+            }
+            for topic, (error, grant) in sorted(denied.items())
+        ]
     return body["ready"], body
 
 

@@ -64,6 +64,7 @@ def health(
         "decode_errors_total": sum(errors.values()),
         "decode_errors": dict(sorted(errors.items())),
         "quarantined_total": stats.quarantined_total,
+        "fast_path_records_total": stats.fast_path_records_total,
         **_unknown_json(stats),
         "loop_errors_total": stats.loop_errors_total,
         "checkpoint_age_seconds": _age_s(now_ms, stats.checkpoint_time_ms),

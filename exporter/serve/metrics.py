@@ -261,6 +261,18 @@ S_SOURCE_STALE: Final = _g(
     "__consumer_offsets partitions unconfirmed for longer than --stale-after-s: their groups "
     "are served from state that may be old, and /readyz says not ready.",
 )
+S_NOT_AUTHORIZED: Final = _g(
+    "not_authorized",
+    ("resource_type", "operation"),
+    "Resources the brokers refuse to the exporter right now, by resource type and operation "
+    "(/readyz names each with the kafka-acls.sh grant to make).",
+)
+S_FAST_PATH: Final = _c(
+    "ingest_fast_path_records_total",
+    (),
+    "Records of __consumer_offsets the C ingest loop applied; the others (and all of them "
+    "while a sink is on) went the Python path, the reference.",
+)
 S_CLIENTS_REPLACED: Final = _c(
     "clients_replaced_total",
     ("client",),
@@ -509,6 +521,8 @@ SELF_FAMILIES: Final = (
     S_SOURCE_UP,
     S_SOURCE_STALENESS,
     S_SOURCE_STALE,
+    S_NOT_AUTHORIZED,
+    S_FAST_PATH,
     S_CLIENTS_REPLACED,
     S_READY,
     S_GROUPS,
@@ -939,6 +953,8 @@ def _self_families(
         [((str(p),), freshness.age_s(p, now_ms)) for p in freshness.tracked],
     )
     yield S_SOURCE_STALE, [((), len(freshness.stale(now_ms)))]
+    yield S_NOT_AUTHORIZED, [(("topic", "Describe"), len(stats.denied_topics))]
+    yield S_FAST_PATH, [((), stats.fast_path_records_total)]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]
     yield S_GROUPS, [((), len(snapshot.groups))]

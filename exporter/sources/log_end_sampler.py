@@ -15,8 +15,10 @@ Result per tracked partition in `on_sample(time_ms, offsets)`:
 * an int: the log-end offset (high watermark, or last stable offset with read_committed);
 * None: the topic or partition does not exist (deleted topic, stale state), so the consumer
   can stop reporting it instead of keeping a frozen value;
-* absent: not known this round (timeout, leader unavailable...). The previous sample stays
-  the best knowledge; `last_round` says how the round went.
+* absent: not known this round (timeout, leader unavailable, not authorized to describe the
+  topic...). The previous sample stays the best knowledge; `last_round` says how the round
+  went, and `on_denied` gets the tracked topics the broker refused to describe each round
+  (a broker leaves them out of a Metadata answer as if they did not exist).
 A round in which nothing at all was learned does not call `on_sample`.
 
 With `source_topic`, each round then asks the log ends of the source's own partitions
@@ -38,7 +40,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 
 # OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -61,6 +69,12 @@ _UNKNOWN_CODES = frozenset(
         KafkaError._UNKNOWN_PARTITION,
         KafkaError._UNKNOWN_TOPIC,
     }
+)
+
+
+# Errors that mean "you may not" (an ACL is missing), never "it does not exist".
+_DENIED_CODES = frozenset(
+    {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 )
 
 
@@ -102,6 +116,7 @@ class LogEndSampler:
         source_topic: str | None = None,
         source_partitions: Callable[[], Collection[int]] | None = None,
         on_source_ends: SourceEndsCallback | None = None,
+        on_denied: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -137,6 +152,7 @@ class LogEndSampler:
         self._source_topic = source_topic
         self._source_partitions = source_partitions
         self._on_source_ends = on_source_ends
+        self._on_denied = on_denied
         self._topic_ids = topic_ids
         self._on_topic_names = on_topic_names
         self._resolver = TopicIdResolver(self._admin, request_timeout_s)
@@ -146,6 +162,8 @@ class LogEndSampler:
         self._lock = threading.Lock()
         self._last_round: SampleRound | None = None
         self._last_success_ms: int | None = None
+        #: tracked topics the broker refuses to describe -> its error (the last round's)
+        self._denied_topics: dict[str, str] = {}
         #: rounds that raised (not those whose requests failed: those are answers)
         self.health = PartHealth("log_end_sampler")
         self.rounds = 0
@@ -256,12 +274,23 @@ class LogEndSampler:
                 failed = len(wanted)
             else:
                 to_ask = []
+                denied = self.denied_topics
                 for key in wanted:
                     topic, partition = key
                     if partition in existing.get(topic, ()):
                         to_ask.append(key)
+                    elif topic in denied:
+                        # unknown, not "deleted"; said once by the daemon (on_denied), not
+                        # in every round's line
+                        failed += 1
                     else:
                         results[key] = None
+                if self._on_denied is not None:
+                    try:
+                        self._on_denied(denied)
+                    except Exception:
+                        self.callback_errors += 1
+                        log.exception("on_denied callback failed")
                 for start in range(0, len(to_ask), self._chunk_size):
                     chunk_failed = self._list_offsets(
                         to_ask[start : start + self._chunk_size], results
@@ -309,15 +338,47 @@ class LogEndSampler:
         """Partitions of each topic that exists, from one Metadata request for all topics.
 
         Asking for all topics rather than per topic: one request, and librdkafka cannot
-        mistake a missing topic for one to create.
+        mistake a missing topic for one to create. A broker leaves the topics the client may
+        not Describe out of that answer, as if they did not exist: those missing are asked
+        again by name (`_denied`), so that "not authorized" is never taken for "deleted".
         """
         metadata = self._admin.list_topics(timeout=self._timeout_s)
         existing: dict[str, set[int]] = {}
+        absent = []
         for name in topics:
             topic = metadata.topics.get(name)
             if topic is not None and topic.error is None:
                 existing[name] = set(topic.partitions)
+            else:
+                absent.append(name)
+        denied = self._denied(absent) if absent else {}
+        with self._lock:
+            self._denied_topics = denied
         return existing
+
+    def _denied(self, topics: list[str]) -> dict[str, str]:
+        """Which of `topics` (absent from the metadata answer) the broker refuses to describe,
+        with its error (DescribeTopics never creates a topic)."""
+        try:
+            futures = self._admin.describe_topics(
+                TopicCollection(sorted(topics)), request_timeout=self._timeout_s
+            )
+        except (KafkaException, ValueError) as exc:
+            log.debug("describe_topics of absent topics: %s", exc)
+            return dict(self._denied_topics)  # unknown this round: the last answer stays
+        denied: dict[str, str] = {}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self._timeout_s + 5)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() in _DENIED_CODES:
+                    denied[name] = f"{err.name()}: {err.str()}"
+            except Exception:  # a timeout: unknown this round
+                previous = self._denied_topics.get(name)
+                if previous is not None:
+                    denied[name] = previous
+        return denied
 
     def _list_offsets(
         self,
@@ -406,6 +467,12 @@ class LogEndSampler:
     def last_round(self) -> SampleRound | None:
         with self._lock:
             return self._last_round
+
+    @property
+    def denied_topics(self) -> dict[str, str]:
+        """Tracked topics the last round was not authorized to describe, with the error."""
+        with self._lock:
+            return dict(self._denied_topics)
 
     @property
     def last_success_ms(self) -> int | None:

@@ -1,12 +1,14 @@
 /*
  * exporter.state._ingest_speedups: an optional C accelerator of the exporter's ingest.
  *
- * A catch-up is millions of plain offset commits: a key of type 0/1 with a non-flexible
- * OffsetCommitValue (versions 0-3) and empty metadata, for a (group, topic) the state already
+ * A catch-up is millions of plain offset commits: a key of type 0/1 with an OffsetCommitValue
+ * of versions 0-4 (v4, flexible, is what Kafka 4.1+ writes) and its metadata (clients send
+ * some: librdkafka a NUL, Java's consumer none), for a (group, topic) the state already
  * tracks, at a partition its table already has a slot for. `apply_commits` applies such
  * records straight from confluent-kafka's Message objects into the `PartitionTable` columns,
  * without building Record objects, exactly as `OffsetState.apply_many` would. It stops at the
- * first message it does not cover (another key type, a tombstone, metadata, a new group,
+ * first message it does not cover (another key type, a tombstone, metadata that is not strict
+ * UTF-8 or the first of its table, a new group,
  * topic or partition slot, bytes it cannot read) and returns its index: the Python path
  * (exporter/state/ingest.py) handles that one message - decoding it, creating what it needs or
  * quarantining it - and calls back. The Python path is the reference; the tests compare
@@ -46,6 +48,9 @@ static const char COLUMN_FORMATS[T_COUNT] = {
 static PyObject *column_names[T_COUNT];
 
 #define NEVER (-1)
+/* value versions this loop covers (0-4), and the (key type 0/1, version) kinds it counts */
+#define VERSIONS 5
+#define KINDS (2 * VERSIONS)
 
 static inline int32_t
 be32(const unsigned char *p)
@@ -331,39 +336,130 @@ call(PyObject *message, PyObject *name)
     return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* A plain commit value: 1 with its fields, 0 when not covered (other versions, metadata,
- * short or trailing bytes). */
+/* An unsigned varint at *p (below end): 1 with its value, 0 when not covered (too long, past
+ * the end). Flexible versions encode lengths and tag headers this way. */
 static inline int
-parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int64_t *commit_ts)
+uvarint(const unsigned char **p, const unsigned char *end, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int shift = 0; shift <= 28; shift += 7) {
+        if (*p >= end) {
+            return 0;
+        }
+        unsigned char c = *(*p)++;
+        v |= (uint32_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A commit value this loop covers: 1 with its fields (`*meta`, `*meta_len`: the metadata's
+ * UTF-8 bytes inside `value`), 0 when not: other versions, a null metadata, short or trailing
+ * bytes, a v4 tagged field other than the topic id (tag 0, 16 bytes). v0-v3 are plain (int16
+ * string length), v4 (Kafka 4.1+) is flexible: compact string, tagged fields at the end. */
+static inline int
+parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int64_t *commit_ts,
+            const char **meta, Py_ssize_t *meta_len)
 {
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(value);
     Py_ssize_t n = PyBytes_GET_SIZE(value);
     if (n < 2) {
         return 0;
     }
+    const unsigned char *end = b + n;
     int v = be16(b);
-    /* offset, [epoch v3], metadata (int16 length, must be 0), commit ts, [expire ts v1] */
-    Py_ssize_t expected = 2 + 8 + (v == 3 ? 4 : 0) + 2 + 8 + (v == 1 ? 8 : 0);
-    if (v < 0 || v > 3 || n != expected) {
+    if (v < 0 || v > 4) {
         return 0;
     }
     const unsigned char *p = b + 2;
+    /* offset, [epoch v3+] */
+    if (end - p < 8 + (v >= 3 ? 4 : 0)) {
+        return 0;
+    }
     *offset = be64(p);
     p += 8;
-    if (v == 3) {
+    if (v >= 3) {
         *epoch = be32(p);
         p += 4;
     }
     else {
         *epoch = -1; /* OffsetCommitValue.leader_epoch before v3 (checked by the caller) */
     }
-    if (p[0] != 0 || p[1] != 0) {
+    /* metadata: int16 length (v0-v3), or unsigned varint length + 1 (v4; 0 is null) */
+    Py_ssize_t len;
+    if (v < 4) {
+        if (end - p < 2) {
+            return 0;
+        }
+        len = be16(p);
+        p += 2;
+    }
+    else {
+        uint32_t plus_one;
+        if (!uvarint(&p, end, &plus_one) || plus_one == 0) {
+            return 0;
+        }
+        len = (Py_ssize_t)plus_one - 1;
+    }
+    if (len < 0 || end - p < len) {
         return 0;
     }
-    p += 2;
+    *meta = (const char *)p;
+    *meta_len = len;
+    p += len;
+    /* commit ts, [expire ts v1] */
+    Py_ssize_t rest = 8 + (v == 1 ? 8 : 0);
+    if (end - p < rest) {
+        return 0;
+    }
     *commit_ts = be64(p);
+    p += rest;
+    if (v == 4) {
+        uint32_t tags, tag, size;
+        if (!uvarint(&p, end, &tags) || tags > 1) {
+            return 0;
+        }
+        if (tags == 1) {
+            if (!uvarint(&p, end, &tag) || !uvarint(&p, end, &size) || tag != 0 ||
+                size != 16 || end - p < 16) {
+                return 0;
+            }
+            p += 16; /* the topic id: the state does not keep it */
+        }
+    }
+    if (p != end) {
+        return 0;
+    }
     *version = v;
     return 1;
+}
+
+/* The metadata string of a commit: the previous one when the bytes are the same (a client
+ * sends the same metadata with every commit), else decoded as strict UTF-8. NULL, with no
+ * error set, when the bytes are not strict UTF-8: the Python path keeps them its own way. */
+static PyObject *
+metadata_str(const char *bytes, Py_ssize_t len, PyObject **last)
+{
+    if (len == 0) {
+        return Py_NewRef(empty_str);
+    }
+    if (*last != NULL) {
+        Py_ssize_t had;
+        const char *was = PyUnicode_AsUTF8AndSize(*last, &had);
+        if (was != NULL && had == len && memcmp(was, bytes, (size_t)len) == 0) {
+            return Py_NewRef(*last);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(bytes, len, NULL);
+    if (text == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(*last, Py_NewRef(text));
+    return text;
 }
 
 #define COL64(run, i) ((int64_t *)(run)->views[i].buf)
@@ -374,7 +470,7 @@ PyDoc_STRVAR(apply_commits_doc,
 "Apply messages[start:] to the state while they are plain offset commits of tracked\n"
 "tables; returns the index of the first message not applied (len(messages) when all\n"
 "were). positions[partition] becomes offset + 1 of the last message applied per partition;\n"
-"counts[key_type * 4 + version] counts the records applied and counts[8] all of them,\n"
+"counts[key_type * 5 + version] counts the records applied and counts[10] all of them,\n"
 "also when an exception is raised.");
 
 static PyObject *
@@ -387,21 +483,24 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *messages = args[0], *groups = args[2], *positions = args[3], *counts = args[4];
     if (!PyList_CheckExact(messages) || !PyDict_CheckExact(groups) ||
         !PyDict_CheckExact(positions) || !PyList_CheckExact(counts) ||
-        PyList_GET_SIZE(counts) != 9) {
+        PyList_GET_SIZE(counts) != KINDS + 1) {
         PyErr_SetString(PyExc_TypeError,
-                        "apply_commits(list, int, dict, dict, list of 9 ints) expected");
+                        "apply_commits(list, int, dict, dict, list of 11 ints) expected");
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     if (i == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    long long applied[9] = {0};
+    long long applied[KINDS + 1] = {0};
     Run run = {0};
     long long run_partition = -1, run_position = 0;
     int failed = 0;
     Py_ssize_t n = PyList_GET_SIZE(messages);
+    /* the metadata of the message being applied, and the last one decoded */
+    PyObject *metadata = NULL, *last_metadata = NULL;
     for (; i < n; i++) {
+        Py_CLEAR(metadata);
         PyObject *message = PyList_GET_ITEM(messages, i);
         PyObject *key = call(message, s_key);
         if (key == NULL) {
@@ -424,10 +523,17 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int version;
         int64_t offset, commit_ts;
         int32_t epoch;
-        int plain = PyBytes_CheckExact(value) &&
-                    parse_value(value, &version, &offset, &epoch, &commit_ts);
+        const char *meta = NULL;
+        Py_ssize_t meta_len = 0;
+        int plain = PyBytes_CheckExact(value) && parse_value(value, &version, &offset, &epoch,
+                                                             &commit_ts, &meta, &meta_len);
+        /* decoded while the value's bytes are held (cleared at the next message or the end
+         * of the loop when this one is not applied) */
+        if (plain) {
+            metadata = metadata_str(meta, meta_len, &last_metadata);
+        }
         Py_DECREF(value);
-        if (!plain) {
+        if (metadata == NULL) {
             Py_DECREF(key);
             break;
         }
@@ -451,6 +557,9 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(key); /* kb is not read after this: a key() may return a new object */
         if (slot < 0) {
             break;
+        }
+        if (metadata != empty_str && run.metadata == Py_None) {
+            break; /* PartitionTable.commit allocates the table's metadata list */
         }
         if (slot >= run.size) {
             int grown = grow_table(&run, slot);
@@ -513,7 +622,8 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         COL32(&run, T_LEADER_EPOCH)[slot] = epoch;
         if (run.metadata != Py_None) {
             PyObject *old = PyList_GET_ITEM(run.metadata, slot);
-            PyList_SET_ITEM(run.metadata, slot, Py_NewRef(empty_str));
+            PyList_SET_ITEM(run.metadata, slot, metadata); /* steals it */
+            metadata = NULL;
             Py_DECREF(old);
         }
         /* OffsetState.apply_many's bookkeeping */
@@ -521,8 +631,8 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (timestamp > run.max_ts) {
             run.max_ts = timestamp;
         }
-        applied[key_type * 4 + version]++;
-        applied[8]++;
+        applied[key_type * VERSIONS + version]++;
+        applied[KINDS]++;
         /* Ingestor's position of the partition */
         if (partition != run_partition) {
             if (run_partition >= 0) {
@@ -542,6 +652,8 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         run_position = position + 1;
     }
+    Py_CLEAR(metadata);
+    Py_CLEAR(last_metadata);
     /* settle what was applied, also after an error (keep its exception) */
     PyObject *type = NULL, *exc = NULL, *tb = NULL;
     if (failed) {
@@ -555,7 +667,7 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(p);
         Py_XDECREF(o);
     }
-    for (int k = 0; settled == 0 && k < 9; k++) {
+    for (int k = 0; settled == 0 && k <= KINDS; k++) {
         if (!applied[k]) {
             continue;
         }

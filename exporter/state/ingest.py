@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: a key's type and a value's version: the big-endian int16 each starts with
 _I16: Final = struct.Struct(">h")
+#: the value versions the C loop covers (0-4) and its (key type 0/1, version) kinds
+_C_VERSIONS: Final = 5
+_C_KINDS: Final = 2 * _C_VERSIONS
 
 
 class RawMessage(Protocol):
@@ -98,9 +101,9 @@ class Ingestor:
         apply_commits = self._apply_commits
         if apply_commits is None or self.sinks or type(messages) is not list:
             return self._ingest(messages)
-        # counts[key_type * 4 + version] of what the C loop applied, counts[8] all of it;
-        # filled in also when it raises, so the counters stay true
-        counts = [0] * 9
+        # counts[key_type * 5 + version] of what the C loop applied (versions 0-4),
+        # counts[10] all of it; filled in also when it raises, so the counters stay true
+        counts = [0] * (_C_KINDS + 1)
         n = len(messages)
         i = 0
         try:
@@ -112,11 +115,12 @@ class Ingestor:
                 i += 1
         finally:
             counters = self.state.counters
-            counters.records += counts[8]
-            counters.commits += counts[8]
-            for kind, count in enumerate(counts[:8]):
+            counters.records += counts[_C_KINDS]
+            counters.commits += counts[_C_KINDS]
+            self.stats.fast_path_records_total += counts[_C_KINDS]
+            for kind, count in enumerate(counts[:_C_KINDS]):
                 if count:
-                    key_type, version = divmod(kind, 4)
+                    key_type, version = divmod(kind, _C_VERSIONS)
                     self.stats.count_record(RECORD_TYPES[key_type].name, version, count)
         return n
 

@@ -49,6 +49,9 @@ class StateStore:
     histories: dict[tuple[str, int], LogEndHistory] = field(default_factory=dict)
     #: tracked partitions the sampler reported as not existing (deleted topics)
     missing: set[tuple[str, int]] = field(default_factory=set)
+    #: tracked topics the broker refuses to describe -> the grant to make: their log ends
+    #: are unknown, not gone
+    denied_topics: dict[str, str] = field(default_factory=dict)
     #: names of the topic ids share partitions and KIP-848 assignments are keyed by
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
     #: when the cluster last confirmed each `__consumer_offsets` partition's state complete
@@ -134,9 +137,10 @@ class StateStore:
         self.missing.clear()
 
     def log_ends_known(self, tracked: set[tuple[str, int]]) -> bool:
-        """Whether every tracked partition has a log end (or is known to be gone)."""
-        histories, missing = self.histories, self.missing
-        return all(key in histories or key in missing for key in tracked)
+        """Whether every tracked partition has a log end (or is known to be gone, or the
+        broker refuses to describe its topic: waiting would never end)."""
+        histories, missing, denied = self.histories, self.missing, self.denied_topics
+        return all(key in histories or key in missing or key[0] in denied for key in tracked)
 
     # -- what the sampler samples ----------------------------------------------------------
 

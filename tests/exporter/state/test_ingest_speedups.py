@@ -33,6 +33,7 @@ from offsetwatch.decoder.records import (
     OffsetCommitValue,
     Record,
 )
+from offsetwatch.decoder.segments import read_partition_dir
 from offsetwatch.exporter.state.ingest import Ingestor, Quarantined, ingest_accelerator
 from offsetwatch.exporter.state.offset_state import OffsetState
 from offsetwatch.exporter.stats import PipelineStats
@@ -153,23 +154,56 @@ def test_every_real_record_leaves_the_same_state(conformance_dir: Path) -> None:
     assert fast[0], "the captures hold groups with offsets"
 
 
+RELEASE_CAPTURES = Path(__file__).resolve().parents[2] / "data" / "releases"
+
+
+@pytest.mark.parametrize(
+    "release", sorted(p.name for p in RELEASE_CAPTURES.iterdir() if p.is_dir())
+)
+def test_every_release_capture_leaves_the_same_state_and_the_c_loop_takes_its_commits(
+    release: str, record_property: Any
+) -> None:
+    """What each supported Kafka wrote (tests/data/releases: real clients committing, v3
+    commits up to 4.0, v4 from 4.1): the same state on both paths, and the share of the
+    records the C loop applied, recorded per release."""
+    _accelerator()
+    data = [
+        b.records for b in read_partition_dir(RELEASE_CAPTURES / release / "__consumer_offsets-0")
+    ]
+    messages = [Message(0, r.offset, r.timestamp, r.key, r.value) for rs in data for r in rs]
+    batches = [messages[i : i + 500] for i in range(0, len(messages), 500)]
+    fast, slow, ingestor = _both(batches)
+    assert fast == slow
+    commits = sum(1 for m in messages if m.key()[:2] in (b"\x00\x00", b"\x00\x01") and m.value())
+    # every commit but each table's first with metadata (the Python path allocates its list)
+    # and each table's first commit at all: the C loop stays out of a new table
+    taken = ingestor.stats.fast_path_records_total
+    record_property(f"c_loop_share_{release}", round(taken / commits, 3))
+    print(f"kafka {release}: the C loop applied {taken} of {commits} commits")
+    assert taken >= commits // 2, (taken, commits)
+
+
 def _commit_bytes(
     rng: random.Random, group: str, topic: str, partition: int, offset: int, ts: int
 ) -> tuple[bytes, bytes]:
-    version = rng.choice((0, 1, 2, 3, 3, 3, 3))
-    metadata = rng.choice(("",) * 12 + ("m", "consumer-1\x00"))
+    version = rng.choice((0, 1, 2, 3, 3, 3, 4, 4, 4))
+    # what clients send: nothing (Java's consumer), a NUL (librdkafka), text of the app's own
+    metadata = rng.choice(("",) * 8 + ("\x00",) * 4 + ("m", "consumer-1\x00", "m\u00e9ta"))
     value = OffsetCommitValue(
         offset,
-        rng.choice((-1, 0, 7)) if version == 3 else -1,
+        rng.choice((-1, 0, 7)) if version >= 3 else -1,
         metadata,
         ts,
         ts + 1000 if version == 1 else -1,
-        ZERO_UUID,
+        rng.choice((ZERO_UUID, "q1l7tYDYRH6eB2fcB9kpyA")) if version == 4 else ZERO_UUID,
     )
     key_type = rng.choice((1, 1, 1, 0))
-    return CODEC.encode_key(key_type, OffsetCommitKey(group, topic, partition)), (
-        CODEC.encode_value(key_type, version, value)
-    )
+    encoded = CODEC.encode_value(key_type, version, value)
+    if metadata == "m" and rng.random() < 0.3:
+        # metadata that is not UTF-8 (the Python path keeps its bytes): same length as "m"
+        at = encoded.index(b"m", 2 + 8 + (4 if version >= 3 else 0))
+        encoded = encoded[:at] + b"\xff" + encoded[at + 1 :]
+    return CODEC.encode_key(key_type, OffsetCommitKey(group, topic, partition)), encoded
 
 
 def _random_stream(seed: int) -> list[list[Message]]:
@@ -264,11 +298,45 @@ def test_the_c_loop_applies_the_bulk_of_a_commit_stream() -> None:
             messages.append(Message(0, len(messages), T0, key, value))
     # the first round creates the table partition by partition (the Python path)
     ingestor.ingest(messages[:100])
-    counts = [0] * 9
+    counts = [0] * 11
     assert module.apply_commits(messages, 100, state.groups, ingestor.positions, counts) == 500
-    assert counts[8] == 400 and counts[1 * 4 + 3] == 400
+    assert counts[10] == 400 and counts[1 * 5 + 3] == 400
     assert ingestor.positions == {0: 500}
     assert list(state.groups["g"].topics["t"].committed)[:100] == [4] * 100
+
+
+@pytest.mark.parametrize(
+    ("version", "metadata"), [(4, ""), (4, "\x00"), (3, "\x00"), (4, "m\u00e9ta")]
+)
+def test_the_c_loop_applies_what_clients_and_current_brokers_write(
+    version: int, metadata: str
+) -> None:
+    """v4 (Kafka 4.1+ writes it for every commit, with its topic id tag) and the metadata
+    clients send (librdkafka: a NUL): after the first commit of a table with metadata (the
+    Python path allocates its metadata list), the C loop takes the rest."""
+    module = _accelerator()
+    state = OffsetState()
+    ingestor = Ingestor(state, PipelineStats(), Codec())
+    topic_id = "q1l7tYDYRH6eB2fcB9kpyA" if version == 4 else ZERO_UUID
+    messages = []
+    for round_ in range(3):
+        for p in range(50):
+            key, value = CODEC.encode(
+                Record(
+                    1,
+                    OffsetCommitKey("g", "t", p),
+                    version,
+                    OffsetCommitValue(round_, 5, metadata, T0, -1, topic_id),
+                )
+            )
+            messages.append(Message(0, len(messages), T0, key, value))
+    ingestor.ingest(messages[:50])
+    counts = [0] * 11
+    assert module.apply_commits(messages, 50, state.groups, ingestor.positions, counts) == 150
+    assert counts[10] == 100 and counts[1 * 5 + version] == 100
+    table = state.groups["g"].topics["t"]
+    assert [table.metadata_of(p) for p in range(50)] == [metadata] * 50
+    assert list(table.committed)[:50] == [2] * 50
 
 
 def test_sinks_see_every_record_so_the_c_loop_stays_out() -> None:

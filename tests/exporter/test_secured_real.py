@@ -1,0 +1,216 @@
+"""The exporter on a secured broker (SASL_SSL with SCRAM-SHA-512, mutual TLS, ACLs with
+`allow.everyone.if.no.acl.found=false`): it works with the minimal ACLs docs/security.md
+lists, and a missing or revoked ACL is said, never served as a right answer. Kafka's answers
+come from the same broker's PLAINTEXT listener, as a super user (tests/secured_broker.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.exporter.serve.api import group_detail, readiness
+from tests.exporter.daemon_helpers import exporter_config, running_exporter, wait_for
+from tests.exporter.real_broker_helpers import Committer, kafka_offsets
+from tests.real_broker import unique
+from tests.secured_broker import MTLS_PRINCIPAL, SecuredBroker, secured_broker
+
+pytestmark = pytest.mark.broker
+
+USER, PASSWORD = "monitor", "monitor-secret"
+PRINCIPAL = f"User:{USER}"
+#: what `offsetwatch export` needs (docs/security.md): the source and the data topics' ends
+EXPORT_ACLS = [("topic", OFFSETS_TOPIC, "read")]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    with secured_broker(tmp_path_factory.mktemp("secured")) as broker:
+        broker.add_user(USER, PASSWORD)
+        yield broker
+
+
+def _config(secured: SecuredBroker, bootstrap: str, properties: dict[str, str]) -> Any:
+    return exporter_config(
+        bootstrap,
+        sample_interval_s=0.5,
+        stale_after_s=2.0,
+        kafka_properties=properties,
+    )
+
+
+def _served(service: Any, group: str) -> dict[tuple[str, int], tuple[int, int | None]] | None:
+    detail = group_detail(service.exporter.snapshot, group)
+    if detail is None:
+        return None
+    return {(r["topic"], r["partition"]): (r["committed"], r["lag"]) for r in detail["partitions"]}
+
+
+def _all_lags_known(service: Any, group: str) -> bool:
+    served = _served(service, group)
+    return served is not None and all(lag is not None for _c, lag in served.values())
+
+
+def _kafka_committed(secured: SecuredBroker, group: str) -> dict[tuple[str, int], int]:
+    return {tp: offset for tp, (offset, _e, _m) in kafka_offsets(secured.broker, group).items()}
+
+
+def _equal_to_kafka(service: Any, secured: SecuredBroker, group: str) -> bool:
+    served = _served(service, group)
+    if served is None:
+        return False
+    return {tp: committed for tp, (committed, _lag) in served.items()} == _kafka_committed(
+        secured, group
+    )
+
+
+def test_export_over_sasl_ssl_with_the_minimal_acls(secured: SecuredBroker) -> None:
+    topic, group = unique("orders"), unique("billing")
+    secured.broker.create_topic(topic, 3)
+    secured.broker.produce(topic, [20, 20, 20])
+    secured.grant(PRINCIPAL, [*EXPORT_ACLS, ("topic", topic, "describe")])
+    committer = Committer(secured.broker, topic, group, 3)
+    try:
+        wait_for(lambda: committer.commits >= 3, "commits")
+        properties = secured.sasl_properties(USER, PASSWORD)
+        with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            committer.stop()
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+            served = _served(service, group)
+            assert served is not None
+            # lag against the log end Kafka holds, never a guess
+            assert all(lag is not None for _c, lag in served.values())
+    finally:
+        committer.stop()
+        secured.revoke(PRINCIPAL, [*EXPORT_ACLS, ("topic", topic, "describe")])
+
+
+def test_read_revoked_is_stale_and_a_grant_is_picked_up_without_a_restart(
+    secured: SecuredBroker,
+) -> None:
+    topic, group = unique("orders"), unique("audit")
+    secured.broker.create_topic(topic, 2)
+    secured.broker.produce(topic, [10, 10])
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
+    secured.grant(PRINCIPAL, acls)
+    committer = Committer(secured.broker, topic, group, 2)
+    try:
+        properties = secured.sasl_properties(USER, PASSWORD)
+        with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            secured.revoke(PRINCIPAL, EXPORT_ACLS)
+            wait_for(
+                lambda: not readiness(stats)[0],
+                "not ready once Read on __consumer_offsets is revoked",
+                describe=lambda: readiness(stats),
+            )
+            _ready, body = readiness(stats)
+            assert body["reason"].startswith("stale"), body
+            assert "AUTHORIZATION" in body["reason"], body
+            secured.grant(PRINCIPAL, EXPORT_ACLS)
+            wait_for(
+                lambda: readiness(stats)[0],
+                "ready again once Read is granted, without a restart",
+                describe=lambda: readiness(stats),
+            )
+            committer.stop()
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+    finally:
+        committer.stop()
+        secured.revoke(PRINCIPAL, acls)
+
+
+def test_export_over_mutual_tls(secured: SecuredBroker, tmp_path: Path) -> None:
+    topic, group = unique("orders"), unique("mtls")
+    secured.broker.create_topic(topic, 1)
+    secured.broker.produce(topic, [5])
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
+    secured.grant(MTLS_PRINCIPAL, acls)
+    committer = Committer(secured.broker, topic, group, 1)
+    try:
+        wait_for(lambda: committer.commits >= 2, "commits")
+        committer.stop()
+        properties = secured.mtls_properties()
+        with running_exporter(_config(secured, secured.mtls, properties)) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+    finally:
+        committer.stop()
+        secured.revoke(MTLS_PRINCIPAL, acls)
+
+
+def test_a_topic_without_describe_is_not_authorized_never_deleted(secured: SecuredBroker) -> None:
+    """A broker leaves the topics a client may not describe out of its Metadata answers, as if
+    they did not exist: the exporter must say "not authorized", with the grant to make, and
+    never "deleted"; the group's lag there is unknown, never 0. A grant is picked up."""
+    allowed, hidden, group = unique("orders"), unique("secret"), unique("payments")
+    for topic in (allowed, hidden):
+        secured.broker.create_topic(topic, 2)
+        secured.broker.produce(topic, [30, 30])
+    acls = [*EXPORT_ACLS, ("topic", allowed, "describe")]
+    secured.grant(PRINCIPAL, acls)
+    committers = [Committer(secured.broker, topic, group, 2) for topic in (allowed, hidden)]
+    try:
+        wait_for(lambda: all(c.commits >= 2 for c in committers), "commits on both topics")
+        for committer in committers:
+            committer.stop()
+        properties = secured.sasl_properties(USER, PASSWORD)
+        with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+            stats = service.exporter.stats
+            # the refused topic does not hold readiness back: the rest is right
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+
+            def diagnosis() -> dict[str, Any]:
+                detail = group_detail(service.exporter.snapshot, group)
+                assert detail is not None
+                return dict(detail["diagnosis"])
+
+            wait_for(lambda: diagnosis()["cause"] == "not_authorized", "cause not_authorized")
+            reason = diagnosis()["reason"]
+            assert hidden in reason and "kafka-acls.sh" in reason
+            assert "--operation Describe" in reason
+            assert f"--allow-principal {PRINCIPAL}" in reason
+            served = _served(service, group)
+            assert served is not None
+            assert all(lag is None for (topic, _p), (_c, lag) in served.items() if topic == hidden)
+            assert all(lag is not None for (t, _p), (_c, lag) in served.items() if t == allowed)
+            _ready, body = readiness(stats)
+            # the earlier tests' topics too (their grants are gone, their groups stay)
+            (refused,) = [x for x in body["not_authorized"] if x["name"] == hidden]
+            assert (refused["resource"], refused["name"], refused["operation"]) == (
+                "topic",
+                hidden,
+                "Describe",
+            )
+            assert "TOPIC_AUTHORIZATION_FAILED" in refused["error"]
+            assert refused["grant"].startswith("kafka-acls.sh")
+
+            secured.grant(PRINCIPAL, [("topic", hidden, "describe")])
+            acls.append(("topic", hidden, "describe"))
+            wait_for(
+                lambda: (
+                    diagnosis()["cause"] != "not_authorized"
+                    and hidden
+                    not in {x["name"] for x in readiness(stats)[1].get("not_authorized", [])}
+                ),
+                "the grant picked up without a restart",
+                describe=diagnosis,
+            )
+            wait_for(
+                lambda: all(
+                    lag is not None for _c, lag in (_served(service, group) or {}).values()
+                ),
+                "every lag known once the topic can be described",
+            )
+    finally:
+        for committer in committers:
+            committer.stop()
+        secured.revoke(PRINCIPAL, acls)
