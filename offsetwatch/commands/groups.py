@@ -169,7 +169,42 @@ def list_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
     except OffsetOpsError as error:
         raise UsageError(str(error)) from None
     sys.stdout.write(render(args.format, LISTING_HEADER, listing_rows(listings)))
-    return 0
+    return 0 if _every_group_listed(broker) else 1
+
+
+def _every_group_listed(broker: OffsetBroker) -> bool:
+    """Kafka lists only the groups a principal may Describe unless it may Describe the
+    cluster: say so (exit 1, README "Exit codes") rather than pass a part for the whole."""
+    if broker.may_list_every_group() is not False:
+        return True
+    print(
+        "offsetwatch: note: this principal may not Describe the cluster, so Kafka listed only "
+        "the groups it may Describe: others may exist; grant: "
+        + broker.grant("Describe", "cluster"),
+        file=sys.stderr,
+    )
+    return False
+
+
+def _hidden_topics(broker: OffsetBroker, reports: list[GroupReport]) -> bool:
+    """Topics the groups' members are assigned that OffsetFetch left out because the
+    principal may not Describe them: each named with its grant; False when there are any."""
+    assigned = {
+        topic
+        for report in reports
+        if report.info is not None
+        for member in report.info.members
+        for topic, _partition in member.assignment
+    }
+    committed = {row.topic for report in reports for row in report.rows if row.current is not None}
+    refused = broker.refused_topics(assigned - committed)
+    for topic, error in sorted(refused.items()):
+        print(
+            f"offsetwatch: note: not authorized to describe topic {topic!r} ({error}): its "
+            f"offsets and lag are left out; grant: {broker.grant('Describe', 'topic', topic)}",
+            file=sys.stderr,
+        )
+    return not refused
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -223,7 +258,10 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
             file=sys.stderr,
         )
     sys.stdout.write(_describe_output(args, reports))
-    return 0
+    complete = _hidden_topics(broker, reports)
+    if args.all_groups:
+        complete = _every_group_listed(broker) and complete
+    return 0 if complete else 1
 
 
 def _describe_output(args: argparse.Namespace, reports: list[GroupReport]) -> str:

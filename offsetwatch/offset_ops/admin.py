@@ -9,7 +9,7 @@ travel together instead of one round trip after another.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Final
 
@@ -17,12 +17,14 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
+    TopicCollection,
     TopicPartition,
 )
 
 # OffsetSpec is re-exported by confluent_kafka.admin without __all__, which strict mypy refuses.
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from offsetwatch.core.acl_hints import Resource, grant_line
 from offsetwatch.offset_ops.broker import EARLIEST, LATEST, OffsetQuery
 from offsetwatch.offset_ops.model import (
     Committed,
@@ -144,6 +146,11 @@ class AdminBroker:
                 if error is not None and error.code() in _NOT_FOUND:
                     out[group_id] = GroupInfo(group_id, "UNKNOWN", "DEAD", "", "", False)
                     continue
+                if error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise OffsetOpsError(
+                        f"not authorized to describe group {group_id!r} ({error.str()}); grant "
+                        f"it: {self.grant('Describe', 'group', group_id)}"
+                    ) from exc
                 raise OffsetOpsError(f"describing group {group_id!r} failed: {exc}") from exc
             out[group_id] = self._group_info(description)
         return out
@@ -259,6 +266,11 @@ class AdminBroker:
                     if error is not None and error.retriable() and time.monotonic() < deadline:
                         retry.append(_key(tp))
                         continue
+                    if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        raise OffsetOpsError(
+                            f"not authorized to describe topic {tp.topic!r}, so its log end is "
+                            f"unknown; grant it: {self.grant('Describe', 'topic', tp.topic)}"
+                        ) from exc
                     raise OffsetOpsError(
                         f"listing offsets of {tp.topic}:{tp.partition} failed: {_error_text(exc)}"
                     ) from exc
@@ -266,6 +278,39 @@ class AdminBroker:
                 time.sleep(0.5)
             pending = retry
         return out
+
+    def may_list_every_group(self) -> bool | None:
+        self._requests += 1
+        try:
+            described = self._admin.describe_cluster(
+                include_authorized_operations=True, request_timeout=_TIMEOUT_S
+            ).result()
+        except KafkaException:
+            return None
+        # asked for and answered, no operations come back as None (every supported Kafka
+        # answers DescribeCluster with them)
+        names = {_name(op) for op in described.authorized_operations or ()}
+        return bool(names & {"DESCRIBE", "ALTER", "ALL"})
+
+    def refused_topics(self, topics: Collection[str]) -> dict[str, str]:
+        if not topics:
+            return {}
+        self._requests += 1
+        futures = self._admin.describe_topics(
+            TopicCollection(sorted(topics)), request_timeout=_TIMEOUT_S
+        )
+        refused: dict[str, str] = {}
+        for name, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                error = _error(exc)
+                if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    refused[name] = f"{error.name()}: {error.str()}"
+        return refused
+
+    def grant(self, operation: str, resource: Resource, name: str = "") -> str:
+        return grant_line(self._properties, operation, resource, name)
 
     def alter(self, group_id: str, offsets: Mapping[TopicPartitionKey, Committed]) -> None:
         """Raises OffsetOpsError when the broker answered and refused (saying what, if

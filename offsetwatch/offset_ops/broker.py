@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
+from offsetwatch.core.acl_hints import Resource
 from offsetwatch.offset_ops.model import (
     Committed,
     GroupInfo,
@@ -49,6 +50,20 @@ class OffsetBroker(Protocol):
     def list_offsets(
         self, partitions: Sequence[TopicPartitionKey], query: OffsetQuery
     ) -> dict[TopicPartitionKey, int]: ...
+
+    def may_list_every_group(self) -> bool | None:
+        """Whether the principal may Describe the cluster, without which ListGroups answers
+        only the groups it may Describe; None when the cluster cannot tell."""
+        ...
+
+    def refused_topics(self, topics: Collection[str]) -> dict[str, str]:
+        """Which of `topics` the principal may not Describe, with the broker's error (OffsetFetch
+        leaves such topics out of its answer without a word)."""
+        ...
+
+    def grant(self, operation: str, resource: Resource, name: str = "") -> str:
+        """The `kafka-acls.sh` line that grants `operation` on the resource to this principal."""
+        ...
 
     def alter(self, group_id: str, offsets: Mapping[TopicPartitionKey, Committed]) -> None:
         """Commit these offsets for the group, all or nothing per request."""

@@ -12,11 +12,12 @@ no ListGroups, DescribeGroups or ConsumerGroupDescribe; ListOffsets by timestamp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from offsetwatch.core.acl_hints import Resource, grant_line
 from offsetwatch.offset_ops.admin import AdminBroker
 from offsetwatch.offset_ops.broker import EARLIEST, LATEST, OffsetQuery
 from offsetwatch.offset_ops.model import (
@@ -94,6 +95,15 @@ class RecordedBroker:
             else GroupInfo(g, "UNKNOWN", "DEAD", "", "", False)
             for g in group_ids
         }
+
+    def may_list_every_group(self) -> bool | None:
+        return True
+
+    def refused_topics(self, topics: Collection[str]) -> dict[str, str]:
+        return {}
+
+    def grant(self, operation: str, resource: Resource, name: str = "") -> str:
+        return grant_line({}, operation, resource, name)
 
     def partition_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
