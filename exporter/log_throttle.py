@@ -2,14 +2,22 @@
 
 While brokers are down, librdkafka and the source report the same connection failure over and
 over. The first occurrence is logged; repeats within `interval_s` are counted and the next one
-let through afterwards says how many were held back.
+let through afterwards says how many were held back. "The same" is the same cause: the text
+with its numbers taken out (librdkafka's lines differ by milliseconds, ports and counts).
+
+librdkafka's own lines (loggers named `*.librdkafka`) come at most as WARNING: it reports at
+ERROR every connection it loses, also those the exporter rides through (a broker restarting);
+what the exporter could not ride through it says itself (source down, stale, a failing sink).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
+
+_NUMBERS = re.compile(r"\d+")
 
 
 class RepeatFilter(logging.Filter):
@@ -25,8 +33,10 @@ class RepeatFilter(logging.Filter):
         self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING and record.name.endswith(".librdkafka"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         text = record.getMessage()
-        key = (record.name, record.levelno, text)
+        key = (record.name, record.levelno, _NUMBERS.sub("#", text))
         now = self._clock()
         last = self._seen.get(key)
         if last is not None and now - last[0] < self.interval_s:

@@ -30,3 +30,29 @@ def test_different_messages_and_levels_pass() -> None:
     assert throttle.filter(_record("b"))
     assert throttle.filter(_record("a", logging.ERROR))
     assert not throttle.filter(_record("a"))
+
+
+def test_one_line_per_cause_whatever_its_numbers() -> None:
+    now = [0.0]
+    throttle = RepeatFilter(interval_s=30, clock=lambda: now[0])
+    line = "127.0.0.1:{}/1: Connect to ipv4#127.0.0.1:{} failed: Connection refused (after {}ms)"
+    assert throttle.filter(_record(line.format(9092, 9092, 0)))
+    for attempt in range(50):
+        now[0] += 0.5
+        assert not throttle.filter(_record(line.format(9094, 9094, attempt)))
+    now[0] += 30
+    again = _record(line.format(9092, 9092, 3))
+    assert throttle.filter(again)
+    assert again.getMessage().endswith("(and 50 more times in the last 30 s)")
+
+
+def test_librdkafka_errors_come_as_warnings() -> None:
+    throttle = RepeatFilter(interval_s=30, clock=lambda: 0.0)
+    record = logging.LogRecord(
+        "offsetwatch.exporter.sources.kafka_source.librdkafka", logging.ERROR, __file__, 1,
+        "FAIL [rdkafka#consumer-1] Connection refused", None, None,
+    )  # fmt: skip
+    assert throttle.filter(record)
+    assert (record.levelno, record.levelname) == (logging.WARNING, "WARNING")
+    own = _record("the exporter's own error", logging.ERROR)
+    assert throttle.filter(own) and own.levelno == logging.ERROR
