@@ -20,10 +20,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 
@@ -219,6 +220,10 @@ _DEFAULTS: dict[str, object] = {
 _FORCED: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
 
 
+#: seconds between a producer's fatal error and the new producer that replaces it
+FATAL_RETRY_S: Final = 10.0
+
+
 def producer_config(config: Mapping[str, object]) -> dict[str, object]:
     merged: dict[str, object] = dict(_DEFAULTS)
     merged.update(config)
@@ -276,6 +281,8 @@ class RecordPublisher:
         self._addresses = AddressWatch()
         self._replace = False
         self.producers_replaced = 0
+        #: monotonic time from which a producer that hit a fatal error is replaced
+        self._fatal_retry_at: float | None = None
         if enabled:
             user = dict(config or {})
             self._user_error_cb = user.get("error_cb")
@@ -480,7 +487,21 @@ class RecordPublisher:
                 # The idempotent producer cannot go on (e.g. sequence gap): only a new one can.
                 self._fatal_error = self._last_error
         if err.fatal():
-            log.error("publisher fatal error: %s", err.str())
+            # a new producer gets a new producer id: what was refused (Write, or
+            # IdempotentWrite on an old cluster, missing) works once granted, no restart
+            retry_s = FATAL_RETRY_S
+            with self._lock:
+                self._fatal_retry_at = time.monotonic() + retry_s
+            log.warning(
+                "publisher: the idempotent producer cannot go on (%s); its records count as "
+                "failed deliveries (the checkpoint stays before them) and a new producer is "
+                "tried in %.0f s. Missing ACL? The publisher needs Write and Describe on topic "
+                "%r: %s",
+                err.str(),
+                retry_s,
+                self.output_topic,
+                grant_line(self._config, "Write", "topic", self.output_topic),
+            )
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             log.warning("publisher: %s", err.str())
         else:
@@ -503,7 +524,25 @@ class RecordPublisher:
             return 0
         if self._replace:
             self._replace_producer()
+        retry_at = self._fatal_retry_at
+        if retry_at is not None and time.monotonic() >= retry_at:
+            self._replace_fatal_producer()
         return int(self._producer.poll(timeout_s))
+
+    def _replace_fatal_producer(self) -> None:
+        with self._lock:
+            self._fatal_retry_at = None
+            self._fatal_error = None
+        old = self._producer
+        try:
+            old.purge(in_queue=True, in_flight=True, blocking=False)
+            old.flush(2.0)  # serves the purged records' delivery reports: failed deliveries
+        except (KafkaException, RuntimeError) as exc:
+            log.debug("publisher: purging the producer that hit a fatal error: %s", exc)
+        self._generations.advance()
+        self._producer = self._new_producer()
+        self.producers_replaced += 1
+        log.info("publisher: a new producer takes over after the fatal error")
 
     def flush(self, timeout_s: float = 10.0) -> int:
         """Wait for outstanding deliveries; returns how many are still queued."""

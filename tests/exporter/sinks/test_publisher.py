@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offsetwatch.exporter.sinks.publisher import (
+    FATAL_RETRY_S,
     HEADER_ERROR,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
@@ -386,3 +387,39 @@ def test_publisher_survives_a_broker_restart() -> None:
             assert publisher.delivery_failures == 0
             assert len(_read_all(forwarder.address, "out", 1, 3)) == 3
             publisher.close()
+
+
+def test_a_fatal_producer_is_replaced_so_a_grant_is_picked_up(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fatal error (Write refused to the idempotent producer) stops that producer for
+    good: its records count as failed deliveries, and after FATAL_RETRY_S a new producer
+    takes over, so an ACL granted meanwhile is picked up without a restart."""
+    producers: list[_HeldProducer] = []
+
+    def factory(config: dict[str, object]) -> _HeldProducer:
+        producers.append(_HeldProducer(config))
+        return producers[-1]
+
+    clock = [1000.0]
+    monkeypatch.setattr("offsetwatch.exporter.sinks.publisher.time.monotonic", lambda: clock[0])
+    publisher = RecordPublisher(
+        {"bootstrap.servers": "kafka:9092"}, output_topic="out", producer_factory=factory
+    )
+    publisher.publish(0, 0, b"k", b"v")
+    on_error = producers[0].config["error_cb"]
+    assert callable(on_error)
+    with caplog.at_level(logging.WARNING):
+        on_error(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied", fatal=True))
+    assert not publisher.healthy()
+    assert "kafka-acls.sh --bootstrap-server kafka:9092 --add" in caplog.text
+    assert "--operation Write --topic 'out'" in caplog.text
+    publisher.poll(0)
+    assert len(producers) == 1  # not before the retry time
+    clock[0] += FATAL_RETRY_S
+    publisher.poll(0)
+    assert len(producers) == 2 and publisher.producers_replaced == 1
+    assert publisher.stats().failed == 1 and publisher.failed_positions() == {0: 0}
+    publisher.publish(0, 1, b"k", b"v")
+    producers[1].deliver()
+    assert publisher.stats().records_delivered == 1
