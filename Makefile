@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 WORKERS ?= 8
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-compat style lint bench clean kafka kafka-matrix
+.PHONY: run test test-compat test-cluster style lint bench clean kafka kafka-matrix
 
 $(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/state/_ingest_speedups.c \
     exporter/judge/_snapshot_speedups.c
@@ -50,7 +50,7 @@ test: style
 	$(BIN)/mypy > .mypy.out 2>&1 & typing=$$!; \
 	export PYTHONDONTWRITEBYTECODE=; \
 	$(BIN)/pytest -q --collect-only -p no:cacheprovider > /dev/null 2>&1 || true; \
-	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup --durations=25; tests=$$?; \
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup --durations=25 -m "not cluster"; tests=$$?; \
 	wait $$typing; typed=$$?; echo "mypy:"; cat .mypy.out; rm -f .mypy.out; \
 	test $$tests -eq 0 && test $$typed -eq 0
 
@@ -59,6 +59,13 @@ test: style
 # all first (scripts/compat_matrix.py)
 test-compat: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py
+
+# The 3-node tier (tests marked `cluster`: tests/exporter/test_three_brokers_real.py): the
+# exporter through a leader kill, a controller kill, a rolling restart, two of three nodes
+# down and a hung node, on the default release; kept out of `test`, whose time it would add to
+test-cluster: $(STAMP)
+	scripts/kafka/broker fetch
+	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP
 
 # Apache Kafka from Maven Central into ~/.cache/offsetwatch/kafka (scripts/kafka/broker fetch):
 # the default release, or every release of the version matrix (scripts/kafka/versions.toml)
