@@ -34,6 +34,7 @@ loop either.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -52,6 +53,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from offsetwatch.exporter.kafka_clients import AddressWatch, redact
+from offsetwatch.exporter.sources.leader_backoff import PROBE_TIMEOUT_S, LeaderBackoff
 from offsetwatch.exporter.sources.topic_id_resolver import TopicIdResolver
 from offsetwatch.exporter.stats import PartHealth
 
@@ -71,6 +73,17 @@ _UNKNOWN_CODES = frozenset(
     }
 )
 
+
+# Errors that mean the leader gave no answer at all (down, hung, unreachable): grounds for
+# leaving it alone for a while (exporter/sources/leader_backoff.py).
+_NO_ANSWER_CODES = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
 
 # Errors that mean "you may not" (an ACL is missing), never "it does not exist".
 _DENIED_CODES = frozenset(
@@ -117,6 +130,7 @@ class LogEndSampler:
         source_partitions: Callable[[], Collection[int]] | None = None,
         on_source_ends: SourceEndsCallback | None = None,
         on_denied: Callable[[dict[str, str]], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -131,6 +145,10 @@ class LogEndSampler:
             IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
         )
         self._wall_clock_ms = wall_clock_ms
+        self._monotonic = monotonic
+        #: each sampled partition's leader in the round's metadata (None: not named there)
+        self._leaders: dict[TopicPartitionKey, int] = {}
+        self._backoff = LeaderBackoff()
         self._latest: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         merged: dict[str, object] = {
             "client.id": "offsetwatch-log-end-sampler",
@@ -138,7 +156,9 @@ class LogEndSampler:
             "statistics.interval.ms": 5000,
         }
         merged.update(config)
-        merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
+        self._refusals = _RefusedConnections()
+        if "logger" not in merged:
+            merged["logger"] = self._refusals.logger(f"{__name__}.librdkafka")
         self.config_for_logging = redact(merged)
         log.info("log-end sampler config: %s", self.config_for_logging)
         self._user_stats_cb = merged.get("stats_cb")
@@ -264,12 +284,13 @@ class LogEndSampler:
         results: dict[TopicPartitionKey, int | None] = {}
         failed = 0
         error: str | None = None
-        if wanted:
+        existing: dict[str, set[int]] | None = None
+        if wanted or self._source_topic is not None:
             try:
                 existing = self._existing_partitions({topic for topic, _ in wanted})
             except KafkaException as exc:
-                existing = None
                 error = f"metadata: {_describe(exc)}"
+        if wanted:
             if existing is None:
                 failed = len(wanted)
             else:
@@ -345,12 +366,22 @@ class LogEndSampler:
         metadata = self._admin.list_topics(timeout=self._timeout_s)
         existing: dict[str, set[int]] = {}
         absent = []
+        leaders: dict[TopicPartitionKey, int] = {}
         for name in topics:
             topic = metadata.topics.get(name)
             if topic is not None and topic.error is None:
                 existing[name] = set(topic.partitions)
+                _note_leaders(name, topic, leaders)
             else:
                 absent.append(name)
+        if self._source_topic is not None:
+            source = metadata.topics.get(self._source_topic)
+            if source is not None and source.error is None:
+                _note_leaders(self._source_topic, source, leaders)
+        self._leaders = leaders
+        named = {leader for leader in leaders.values() if leader >= 0}
+        self._backoff.keep_only(named)
+        self._note_refusals(named)
         denied = self._denied(absent) if absent else {}
         with self._lock:
             self._denied_topics = denied
@@ -387,39 +418,111 @@ class LogEndSampler:
         isolation: Any = None,
     ) -> dict[TopicPartitionKey, str]:
         """Ask the leaders of `keys` for their log ends into `results`; the error of each
-        partition that got no log end."""
-        request = {TopicPartition(topic, partition): self._latest for topic, partition in keys}
-        try:
-            futures = self._admin.list_offsets(
-                request,
-                isolation_level=self._isolation if isolation is None else isolation,
-                request_timeout=self._timeout_s,
-            )
-        except (KafkaException, ValueError) as exc:
-            error = f"list_offsets: {_describe(exc)}"
-            return dict.fromkeys(keys, error)
+        partition that got no log end. Leaders that lately answered nothing are left out or
+        probed (exporter/sources/leader_backoff.py)."""
+        now = self._monotonic()
         failed: dict[TopicPartitionKey, str] = {}
-        for tp, future in futures.items():
-            key = (tp.topic, tp.partition)
-            try:
-                offset = int(future.result(timeout=self._timeout_s + 5).offset)
-            except KafkaException as exc:
-                kafka_error = exc.args[0] if exc.args else None
-                if isinstance(kafka_error, KafkaError) and kafka_error.code() in _UNKNOWN_CODES:
-                    results[key] = None  # deleted between the metadata call and this one
-                else:
-                    failed[key] = _describe(exc)
-            except Exception as exc:  # a future timing out raises concurrent.futures errors
-                failed[key] = repr(exc)
+        ask: list[TopicPartitionKey] = []
+        probe: list[TopicPartitionKey] = []
+        for key in keys:
+            leader = self._leaders.get(key)
+            if leader is None:
+                ask.append(key)
+            elif leader < 0:
+                failed[key] = "no leader (the metadata names none)"
             else:
-                if offset < 0:
-                    # confluent-kafka answers -1001 (OFFSET_INVALID), without an error, for a
-                    # partition whose leader just died: unknown for this round, so the last
-                    # known log end stays (with its age) instead of a round dropped
-                    failed[key] = f"no log end this round ({offset})"
+                action = self._backoff.plan(leader, now)
+                if action == "skip":
+                    wait_s = self._backoff.retry_in_s(leader, now)
+                    failed[key] = f"leader {leader} did not answer; asked again in {wait_s:.0f} s"
                 else:
-                    results[key] = offset
+                    (probe if action == "probe" else ask).append(key)
+        #: per leader: (any partition answered, any partition got no answer at all)
+        heard: dict[int, tuple[bool, bool]] = {}
+        pending = []
+        for subset, timeout_s in ((ask, self._timeout_s), (probe, PROBE_TIMEOUT_S)):
+            if not subset:
+                continue
+            request = {TopicPartition(t, p): self._latest for t, p in subset}
+            timeout_s = min(timeout_s, self._timeout_s)
+            try:
+                futures = self._admin.list_offsets(
+                    request,
+                    isolation_level=self._isolation if isolation is None else isolation,
+                    request_timeout=timeout_s,
+                )
+            except (KafkaException, ValueError) as exc:
+                failed.update(dict.fromkeys(subset, f"list_offsets: {_describe(exc)}"))
+                continue
+            pending.append((futures, timeout_s))
+        for futures, timeout_s in pending:
+            for tp, future in futures.items():
+                key = (tp.topic, tp.partition)
+                answered = self._one_offset(key, future, timeout_s, results, failed)
+                leader = self._leaders.get(key)
+                if leader is not None:
+                    seen = heard.get(leader, (False, False))
+                    heard[leader] = (seen[0] or answered, seen[1] or not answered)
+        self._judge_leaders(heard, self._monotonic())  # the requests may have taken long
         return failed
+
+    def _one_offset(
+        self,
+        key: TopicPartitionKey,
+        future: Any,
+        timeout_s: float,
+        results: dict[TopicPartitionKey, int | None],
+        failed: dict[TopicPartitionKey, str],
+    ) -> bool:
+        """One partition's answer into `results` or `failed`; False if its leader gave no
+        answer at all (as opposed to an answer, even an error)."""
+        try:
+            offset = int(future.result(timeout=timeout_s + 5).offset)
+        except KafkaException as exc:
+            kafka_error = exc.args[0] if exc.args else None
+            code = kafka_error.code() if isinstance(kafka_error, KafkaError) else None
+            if code in _UNKNOWN_CODES:
+                results[key] = None  # deleted between the metadata call and this one
+                return True
+            failed[key] = _describe(exc)
+            return code not in _NO_ANSWER_CODES
+        except Exception as exc:  # a future timing out raises concurrent.futures errors
+            failed[key] = repr(exc)
+            return False
+        if offset < 0:
+            # confluent-kafka answers -1001 (OFFSET_INVALID), without an error, for a
+            # partition whose leader just died: unknown for this round, so the last known
+            # log end stays (with its age) instead of a round dropped
+            failed[key] = f"no log end this round ({offset})"
+            return False
+        results[key] = offset
+        return True
+
+    def _note_refusals(self, leaders: set[int]) -> None:
+        """Leaders librdkafka failed to connect to since the last round are left alone
+        before they are asked: asking would cost a core until the request timed out."""
+        refused, self._refusals.refused = self._refusals.refused, set()
+        now = self._monotonic()
+        for leader in sorted(refused & leaders):
+            if leader not in self._backoff.silent_leaders:
+                delay_s = self._backoff.silent(leader, now)
+                _say_silent(leader, "lost or refused the connection", delay_s)
+
+    def _judge_leaders(self, heard: dict[int, tuple[bool, bool]], now: float) -> None:
+        for leader, (answered, silent) in sorted(heard.items()):
+            if answered:
+                if self._backoff.answered(leader):
+                    log.warning("log-end sampler: broker %d answers again", leader)
+            elif silent:
+                first = leader not in self._backoff.silent_leaders
+                delay_s = self._backoff.silent(leader, now)
+                if first:
+                    _say_silent(leader, "did not answer ListOffsets", delay_s)
+
+    @property
+    def silent_leaders(self) -> tuple[int, ...]:
+        """Brokers the sampler leaves alone for now (they answered nothing lately)."""
+        return self._backoff.silent_leaders
 
     def _sample_source(self, time_ms: int) -> None:
         """The source topic's log ends, read_committed as the source reads it: what confirms
@@ -479,6 +582,54 @@ class LogEndSampler:
         """Wall-clock time of the last round that learned anything."""
         with self._lock:
             return self._last_success_ms
+
+
+#: librdkafka's lines for a lost or failed connection to a known broker (its thread names
+#: the id); a leader the sampler asks every round never idles long enough to be disconnected
+#: for idleness, and one that is wrongly left alone is probed again 5 s later
+_CONNECTION_LOST = re.compile(r"\[thrd:[^\]]*/(\d+)\]: .*(?:Connect to \S+ failed|Disconnected)")
+
+
+class _RefusedConnections(logging.Filter):
+    """Notes the ids of the brokers librdkafka's log says it lost or could not make a
+    connection to; every line goes on unchanged. librdkafka hands its lines over in `poll`,
+    which the sampler calls at the start of each round."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: set[int] = set()
+
+    def logger(self, name: str) -> logging.Logger:
+        """A logger of its own (outside the registry: one per sampler), whose lines go to
+        the handlers of the logger `name`."""
+        own = logging.Logger(name)
+        own.parent = logging.getLogger(name)
+        own.addFilter(self)
+        return own
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = _CONNECTION_LOST.search(record.getMessage())
+        if found:
+            self.refused.add(int(found.group(1)))
+        return True
+
+
+def _say_silent(leader: int, what: str, delay_s: float) -> None:
+    log.warning(
+        "log-end sampler: broker %d, leader of sampled partitions, %s; their last log ends "
+        "stay (with their age) and it is asked again in %.0f s, then less often (check that "
+        "broker: it is down, hung or unreachable)",
+        leader,
+        what,
+        delay_s,
+    )
+
+
+def _note_leaders(name: str, topic: Any, into: dict[TopicPartitionKey, int]) -> None:
+    for partition, found in topic.partitions.items():
+        leader = getattr(found, "leader", None)
+        if isinstance(leader, int):
+            into[(name, partition)] = leader
 
 
 def _describe(exc: BaseException) -> str:

@@ -335,3 +335,128 @@ def test_the_state_keeps_the_last_log_end_when_a_round_has_none() -> None:
     store.apply_sample(2_000, {("t", 0): -1001})
     history = store.histories[("t", 0)]
     assert history.latest() == (1_000, 50)
+
+
+class _Leader:
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+
+
+class _LedTopic:
+    def __init__(self, leaders: list[int]) -> None:
+        self.partitions = {p: _Leader(leader) for p, leader in enumerate(leaders)}
+        self.error = None
+
+
+class _ClusterWithADeadLeader(_FakeAdmin):
+    """Topic "t": partition 0 led by broker 1, partition 1 by broker 2 (dead: -1001 after
+    the whole request timeout, as librdkafka answers), partition 2 without a leader."""
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)
+        self.dead = {2}
+        self.asked: list[tuple[list[int], float]] = []
+
+    def list_topics(self, timeout: float) -> Any:
+        metadata = _FakeMetadata({})
+        metadata.topics = {"t": _LedTopic([1, 2, -1])}  # type: ignore[dict-item]
+        return metadata
+
+    def list_offsets(
+        self, request: dict[TopicPartition, object], **options: Any
+    ) -> dict[TopicPartition, Future[_FakeOffset]]:
+        self.asked.append((sorted(tp.partition for tp in request), options["request_timeout"]))
+        out: dict[TopicPartition, Future[_FakeOffset]] = {}
+        for tp in request:
+            future: Future[_FakeOffset] = Future()
+            leader = 1 if tp.partition == 0 else 2
+            future.set_result(_FakeOffset(-1001 if leader in self.dead else 7))
+            out[tp] = future
+        return out
+
+
+def test_a_leader_that_answered_nothing_is_left_alone_then_probed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """librdkafka spins a core while it waits for a dead leader: the sampler asks such a
+    leader again only after a backoff, with a short timeout, and never asks for a partition
+    the metadata gives no leader."""
+    admins: list[_ClusterWithADeadLeader] = []
+    now = [0.0]
+
+    def factory(config: object) -> _ClusterWithADeadLeader:
+        admins.append(_ClusterWithADeadLeader(config))
+        return admins[-1]
+
+    samples: Samples = []
+    sampler = LogEndSampler(
+        {},
+        partitions=lambda: [("t", 0), ("t", 1), ("t", 2)],
+        on_sample=lambda t, o: samples.append((t, o)),
+        admin_factory=factory,
+        monotonic=lambda: now[0],
+        request_timeout_s=10.0,
+    )
+    admin = admins[0]
+    with caplog.at_level(logging.WARNING):
+        first = sampler.sample_once()
+    assert admin.asked == [([0, 1], 10.0)]  # partition 2 has no leader: not asked
+    assert first.failed == 2 and sampler.silent_leaders == (2,)
+    assert "broker 2, leader of sampled partitions, did not answer" in caplog.text
+    now[0] = 4.0
+    second = sampler.sample_once()
+    assert admin.asked[-1] == ([0], 10.0)  # broker 2 left alone
+    assert second.error is not None and "leader 2 did not answer; asked again in 1 s" in (
+        second.error
+    )
+    now[0] = 5.0
+    sampler.sample_once()
+    assert admin.asked[-2:] == [([0], 10.0), ([1], 3.0)]  # the probe, with a short timeout
+    assert sampler.silent_leaders == (2,)
+    now[0] = 15.0
+    admin.dead.clear()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        sampler.sample_once()
+    assert sampler.silent_leaders == ()
+    assert "broker 2 answers again" in caplog.text
+    assert samples[-1][1] == {("t", 0): 7, ("t", 1): 7}
+    now[0] = 16.0
+    sampler.sample_once()
+    assert admin.asked[-1] == ([0, 1], 10.0)
+
+
+def test_a_leader_librdkafka_could_not_connect_to_is_not_asked_at_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """librdkafka's log names the broker it failed to connect to: that leader is left alone
+    from the next round on, before any request could spin on it."""
+    admins: list[_ClusterWithADeadLeader] = []
+
+    def factory(config: object) -> _ClusterWithADeadLeader:
+        admins.append(_ClusterWithADeadLeader(config))
+        return admins[-1]
+
+    sampler = LogEndSampler(
+        {},
+        partitions=lambda: [("t", 0), ("t", 1)],
+        on_sample=lambda _t, _o: None,
+        admin_factory=factory,
+        monotonic=lambda: 0.0,
+    )
+    config = admins[0].config
+    assert isinstance(config, dict)
+    with caplog.at_level(logging.WARNING):
+        config["logger"].log(
+            logging.ERROR,
+            "%s [%s] %s",
+            "FAIL",
+            "offsetwatch-log-end-sampler#producer-1",
+            "[thrd:127.0.0.1:9092/2]: 127.0.0.1:9092/2: Connect to ipv4#127.0.0.1:9092 "
+            "failed: Connection refused (after 0ms in state CONNECT)",
+        )
+        sampler.sample_once()
+    assert admins[0].asked == [([0], 10.0)]
+    assert sampler.silent_leaders == (2,)
+    assert "Connect to ipv4#127.0.0.1:9092 failed" in caplog.text  # the line itself goes on
+    assert "broker 2, leader of sampled partitions, lost or refused the connection" in caplog.text
