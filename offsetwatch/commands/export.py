@@ -11,6 +11,7 @@ from offsetwatch.commands import UsageError, listen_error
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
+    from offsetwatch.exporter.config import ExporterConfig
 
 DESCRIPTION = """\
 Run the consumer-lag exporter: read every partition of __consumer_offsets from the
@@ -66,7 +67,6 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from offsetwatch.exporter.config import ConfigError, load_config
-    from offsetwatch.exporter.service import ExporterService
 
     try:
         config = load_config(args, os.environ)
@@ -78,8 +78,22 @@ def run(args: argparse.Namespace) -> int:
     )
     from offsetwatch.exporter.log_throttle import RepeatFilter
 
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RepeatFilter())
+    # one throttle per handler (a shared one would hold back the second handler's copy),
+    # taken off again at the end: the handlers are the process's, not this run's (a caller
+    # running the command in-process, pytest among them, keeps its handlers for later)
+    throttles = [(handler, RepeatFilter()) for handler in logging.getLogger().handlers]
+    for handler, throttle in throttles:
+        handler.addFilter(throttle)
+    try:
+        return _serve(config)
+    finally:
+        for handler, throttle in throttles:
+            handler.removeFilter(throttle)
+
+
+def _serve(config: ExporterConfig) -> int:
+    from offsetwatch.exporter.service import ExporterService
+
     logging.getLogger(__name__).info("starting with %s", config.redacted())
     try:
         service = ExporterService(config)

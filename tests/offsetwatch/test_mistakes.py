@@ -11,6 +11,7 @@ are still decoded.
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import shutil
 import socket
@@ -316,6 +317,10 @@ def test_export_on_a_port_in_use(busy_port: int, capsys: pytest.CaptureFixture[s
     line = one_error_line(capsys.readouterr().err)
     assert f"cannot listen on 127.0.0.1:{busy_port}" in line
     assert "choose another --http-port" in line
+    # the log throttle it put on the process's handlers is gone with the run: left on
+    # pytest's, it held back the log lines later tests of the same worker look for
+    throttles = [type(f).__name__ for h in logging.getLogger().handlers for f in h.filters]
+    assert "RepeatFilter" not in throttles
 
 
 # -- unreadable inputs of decode: named, skipped, the others decoded, exit 1 ---------------
