@@ -285,6 +285,9 @@ class OffsetsTopicSource:
         self._metadata_timeout_s = metadata_timeout_s
         self._clock = clock
         self._user_error_cb = config.get("error_cb")
+        #: librdkafka's last word on a failed connection: what "every broker down" is about
+        #: (a refused login, "connecting to a SSL listener?")
+        self._last_transport_error: str | None = None
         self._user_stats_cb = config.get("stats_cb")
         merged = consumer_config(config)
         merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
@@ -772,12 +775,16 @@ class OffsetsTopicSource:
         the hang test under load: the client committed again, the exporter never read it);
         an offset lookup can be left waiting the same way (librdkafka issue 843).
         `poll_batch` seeks such a partition to its position again, without a leader epoch,
-        so the fetch starts over instead of waiting for an answer that does not come."""
+        so the fetch starts over instead of waiting for an answer that does not come.
+        A partition without a leader (a lost quorum, every replica down) waits rightly: it
+        is not counted."""
         topic = stats.get("topics", {}).get(self.topic, {})
         waiting = {
             int(p): str(info["fetch_state"])
             for p, info in topic.get("partitions", {}).items()
-            if info.get("fetch_state") in _WAITING_FETCH_STATES and int(p) >= 0
+            if info.get("fetch_state") in _WAITING_FETCH_STATES
+            and int(p) >= 0
+            and int(info.get("leader", 0)) >= 0
         }
         reports = {p: self._stuck_reports.get(p, 0) + 1 for p in waiting}
         self._stuck_reports = reports
@@ -788,25 +795,31 @@ class OffsetsTopicSource:
     def _nudge_stuck(self) -> None:
         """Seek the partitions `_watch_fetch_states` found stuck to their positions."""
         nudge, self._nudge = self._nudge, set()
+        nudged: list[str] = []
         for partition in sorted(nudge):
             with self._lock:
                 position = self._positions.get(partition)
             if position is None or partition not in self._assigned:
                 continue
-            log.warning(
-                "%s partition %d: the client waited %d statistics reports in fetch state %s "
-                "while the cluster answered; reading again from offset %d",
-                self.topic,
-                partition,
-                self._stuck_reports.get(partition, _STUCK_AFTER_REPORTS),
-                self._stuck_states.get(partition, "?"),
-                position,
+            nudged.append(
+                f"{partition} ({self._stuck_states.get(partition, '?')}, "
+                f"{self._stuck_reports.get(partition, _STUCK_AFTER_REPORTS)} reports)"
             )
             self._stuck_reports.pop(partition, None)
             try:
                 self._consumer.seek(TopicPartition(self.topic, partition, position))
             except KafkaException as exc:
                 self._queue_error(exc.args[0] if exc.args else None, "seek failed")
+        if nudged:
+            # one line per round, and said as what it is: the same position asked again
+            log.warning(
+                "%s: %d partitions with a leader waited before a fetch while the cluster "
+                "answered; asking each for its current position again (no rewind): %s",
+                self.topic,
+                len(nudged),
+                ", ".join(nudged[:10])
+                + (f" and {len(nudged) - 10} more" if len(nudged) > 10 else ""),
+            )
 
     def _broker_states(self) -> str:
         """The last statistics report's broker connections: name, state, seconds in it."""
@@ -860,10 +873,20 @@ class OffsetsTopicSource:
             log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
             return
         self.errors_total += 1
+        if code not in _DOWN_CODES:
+            self._last_transport_error = err.str()
         ends = self.end_offsets() if code in _DOWN_CODES and self._up else {}
         with self._lock:
             if code in _DOWN_CODES and self._up:
-                self._mark_down(ends, f"all brokers down ({err.str()})")
+                # librdkafka counts its own connections: "3/3 brokers are down" can come
+                # while another client of the exporter is connected to a live broker
+                last = self._last_transport_error
+                self._mark_down(
+                    ends,
+                    f"no connection to any broker (librdkafka: {err.str()})"
+                    + (f"; the last failure: {last}" if last else "")
+                    + "; waiting",
+                )
             self._events.append(
                 SourceError(err.name(), err.str(), None, err.fatal(), err.retriable())
             )

@@ -496,6 +496,27 @@ class _Prefetched:
         pass
 
 
+def test_every_broker_down_is_said_with_the_failure_behind_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ "1/1 brokers are down" alone says nothing of why: the line carries librdkafka's last
+    connection failure (here plaintext spoken to a TLS listener), and does not claim that
+    the brokers are down, only that no connection is up."""
+    consumer = _Prefetched(fetched=10, per_call=10)
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer)
+    source.poll_batch()
+    hint = (
+        "127.0.0.1:9093/bootstrap: Disconnected while requesting ApiVersion: might be caused "
+        "by incorrect security.protocol configuration (connecting to a SSL listener?)"
+    )
+    source._on_error(KafkaError(KafkaError._TRANSPORT, hint))
+    with caplog.at_level(logging.WARNING):
+        source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert "no connection to any broker (librdkafka: 1/1 brokers are down)" in caplog.text
+    assert "connecting to a SSL listener?" in caplog.text
+    assert "all brokers down" not in caplog.text
+
+
 def test_records_from_the_prefetch_queue_do_not_bring_the_source_back_up() -> None:
     """After "all brokers down", only a record or an end past what was fetched before says
     the cluster answers again (stats and metadata say so too)."""
@@ -695,7 +716,7 @@ def test_a_partition_left_waiting_before_a_fetch_is_read_again(
     assert [(tp.topic, tp.partition, tp.offset) for tp in consumer.seeks] == [
         ("__consumer_offsets", 0, 10)
     ]
-    assert f"fetch state {waiting}" in caplog.text
+    assert f"0 ({waiting}, 3 reports)" in caplog.text and "no rewind" in caplog.text
     assert consumer.seeks[0].leader_epoch in (None, -1)
     source.poll_batch()
     assert len(consumer.seeks) == 1
@@ -714,6 +735,26 @@ def test_a_partition_left_waiting_before_a_fetch_is_read_again(
         )
     source.poll_batch()
     assert len(consumer.seeks) == 1
+
+
+def test_a_partition_without_a_leader_waits_rightly_and_is_left_alone() -> None:
+    """A lost quorum leaves partitions without a leader while a broker still answers:
+    waiting is all they can do, so they are never sought again (it looked like a rewind)."""
+    consumer = _Seeking()
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: consumer)
+    source.poll_batch()
+    for _ in range(5):
+        partitions = {"0": {"fetch_state": "offset-query", "leader": -1}}
+        source._on_stats(
+            json.dumps(
+                {
+                    "brokers": {"b1": {"state": "UP"}},
+                    "topics": {"__consumer_offsets": {"partitions": partitions}},
+                }
+            )
+        )
+        source.poll_batch()
+    assert consumer.seeks == []
 
 
 @pytest.mark.kafka
