@@ -525,6 +525,16 @@ CLUSTER_CHECK_S: Final = 5.0
 CLUSTER_ASK_S: Final = 2.0
 
 
+def _own_group_refused(error: Any) -> bool:
+    """GROUP_AUTHORIZATION_FAILED is about the consumer's own group id (confluent-kafka
+    requires one), which reading by assignment never joins nor commits to: no group ACL is
+    needed, so it is not a problem of the read."""
+    from confluent_kafka import KafkaError
+
+    code = getattr(error, "code", None)
+    return callable(code) and code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
 class TopicSource(Source):
     """Records of the live topic through librdkafka (confluent-kafka), partitions assigned
     directly (no group membership, nothing committed).
@@ -574,6 +584,8 @@ class TopicSource(Source):
         return str(self._config.get("bootstrap.servers", "?"))
 
     def _on_error(self, error: Any) -> None:
+        if _own_group_refused(error):
+            return
         self._suspect = True
         text = self._redact(str(error.str() if hasattr(error, "str") else error))
         if text not in self._client_errors:
@@ -705,7 +717,7 @@ class TopicSource(Source):
                 if error is not None:
                     if error.code() == eof:
                         remaining.pop(message.partition(), None)
-                    else:
+                    elif not _own_group_refused(error):
                         append(
                             BadInput(
                                 f"{label} partition {message.partition()}",

@@ -16,6 +16,7 @@ the dedicated flag over `-X bootstrap.servers`.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -187,6 +188,8 @@ _FATAL: Final = frozenset({"_ALL_BROKERS_DOWN", "_AUTHENTICATION"})
 ClientKind = Literal["consumer", "producer", "admin"]
 #: a probe's metadata call waits at most this long before error_cb is looked at again
 _PROBE_STEP_S: Final = 0.5
+#: after "every broker down", how long a probe still waits for librdkafka's reason
+_REASON_WAIT_S: Final = 2.0
 
 
 def _redact(text: str, config: Mapping[str, Any]) -> str:
@@ -272,6 +275,42 @@ def _quiet(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _FailLines(logging.Handler):
+    """librdkafka's FAIL lines (lost and refused connections) of one probe."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+
+    def logger(self) -> logging.Logger:
+        own = logging.Logger("offsetwatch.probe.librdkafka")  # outside the registry
+        own.propagate = False
+        own.addHandler(self)
+        return own
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith("FAIL"):
+            self.texts.append(text)
+
+
+def _protocol_hint(lines: _FailLines, config: Mapping[str, Any]) -> str:
+    """What the broker's way of closing connections tells about the listener, when it does."""
+    protocol = str(config.get("security.protocol", "plaintext")).lower()
+    closed_at_first_request = any("in state APIVERSION_QUERY" in t for t in lines.texts)
+    if closed_at_first_request and protocol in ("plaintext", "sasl_plaintext"):
+        return (
+            " (the broker closed every connection at its first request, as a TLS listener does "
+            f"with a client that does not speak TLS: -X security.protocol is {protocol}; try "
+            "SSL or SASL_SSL)"
+        )
+    handshake_failed = any("SSL handshake failed" in t for t in lines.texts)
+    if handshake_failed and protocol in ("ssl", "sasl_ssl"):
+        last = next(t for t in reversed(lines.texts) if "SSL handshake failed" in t)
+        return f" (TLS handshake failed: {_redact(last.split(': ', 2)[-1], config)})"
+    return ""
+
+
 def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout_s: float) -> None:
     """Check the settings (as `check_client_config`) and that the cluster answers within
     `timeout_s`; else one ConnectionOptionError naming the bootstrap address, where it came
@@ -286,6 +325,13 @@ def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout
 
     settings = _quiet(config)
     settings["error_cb"] = on_error
+    lines = _FailLines()
+    if "logger" not in config:
+        # librdkafka's lines of this short-lived client go to this list, never to stderr:
+        # the closed connections it only logs tell a TLS listener spoken to in plaintext
+        settings["logger"] = lines.logger()
+        settings["log_level"] = 6
+        settings["log.connection.close"] = True
     try:
         admin = _new_client("admin", settings)
     except (KafkaException, TypeError, ValueError) as error:
@@ -295,6 +341,7 @@ def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout
     # whole timeout (every client answers metadata, librdkafka's mock cluster included)
     deadline = time.monotonic() + timeout_s
     failure: BaseException | None = None
+    hopeless_at: float | None = None
     while True:
         step = max(0.001, min(_PROBE_STEP_S, deadline - time.monotonic()))
         try:
@@ -303,13 +350,23 @@ def probe_cluster(config: Mapping[str, Any], origins: Mapping[str, str], timeout
         except KafkaException as error:
             failure = error
         admin.poll(0)
-        if any(name in _FATAL for name, _ in seen) or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if hopeless_at is None and any(name in _FATAL for name, _ in seen):
+            hopeless_at = now
+        specific = any(name != "_ALL_BROKERS_DOWN" for name, _ in seen)
+        # "every broker down" can come before the reason it is down for (a TLS listener
+        # spoken to in plaintext says so a moment later): that reason is worth a short wait
+        if hopeless_at is not None and (specific or now - hopeless_at >= _REASON_WAIT_S):
+            break
+        if now >= deadline:
             break
     reasons = [text for name, text in seen if name != "_ALL_BROKERS_DOWN"]
     if reasons:
         reason = reasons[-1]
     elif seen:
-        reason = seen[-1][1]
+        # librdkafka's "N/M brokers are down" counts its own connection states, and can read
+        # "0/2" while nothing answers: not quoted
+        reason = "no connection to any broker could be made" + _protocol_hint(lines, config)
     else:
         reason = f"no answer within {timeout_s:g}s ({_redact(kafka_error_text(failure), config)})"
     bootstrap = config.get("bootstrap.servers", "?")

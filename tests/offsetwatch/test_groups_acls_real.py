@@ -1,7 +1,7 @@
-"""`offsetwatch groups` on a secured broker (tests/secured_broker.py): what a missing ACL hides
-is said, with the `kafka-acls.sh` grant that shows it, and the exit code is not 0 when the
-answer is incomplete (README "Exit codes": 1 when something was missed, 2 for nothing
-useful done)."""
+"""`offsetwatch groups` and `decode` on a secured broker (tests/secured_broker.py): what a
+missing ACL hides is said, with the `kafka-acls.sh` grant that shows it, and the exit code is
+not 0 when the answer is incomplete (README "Exit codes": 1 when something was missed, 2 for
+nothing useful done); a wrong password or protocol is one line with librdkafka's reason."""
 
 from __future__ import annotations
 
@@ -41,12 +41,21 @@ def _commit(secured: SecuredBroker, group: str, topic: str) -> None:
 def _groups(
     secured: SecuredBroker, capsys: pytest.CaptureFixture[str], *argv: str
 ) -> tuple[int, str, str]:
-    options = [f"{k}={v}" for k, v in secured.sasl_properties(USER, PASSWORD).items()]
-    connection = ["--bootstrap-server", secured.sasl_ssl]
-    for option in options:
-        connection += ["-X", option]
+    return _command(capsys, ["groups", *argv], secured.sasl_properties(USER, PASSWORD), secured)
+
+
+def _command(
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    properties: dict[str, str],
+    secured: SecuredBroker,
+    bootstrap: str | None = None,
+) -> tuple[int, str, str]:
+    connection = ["--bootstrap-server", bootstrap or secured.sasl_ssl]
+    for key, value in properties.items():
+        connection += ["-X", f"{key}={value}"]
     try:
-        code = main(["groups", *argv, *connection])
+        code = main([*argv, *connection])
     except SystemExit as exit_:
         code = int(exit_.code or 0)
     out = capsys.readouterr()
@@ -89,3 +98,53 @@ def test_describe_without_group_describe_names_the_grant(
     assert f"not authorized to describe group {group!r}" in err
     assert f"--operation Describe --group '{group}'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_decode_with_read_on_the_topic_alone_exits_0(
+    secured: SecuredBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reading by assignment needs no group ACL: the consumer's own (unused) group id being
+    refused is not a problem of the read, so every record prints and the exit code is 0."""
+    topic, group = unique("orders"), unique("decoded")
+    secured.broker.create_topic(topic, 1)
+    _commit(secured, group, topic)
+    acls = [("topic", "__consumer_offsets", "read")]
+    secured.grant(PRINCIPAL, acls)
+    try:
+        code, out, err = _command(
+            capsys,
+            ["decode", "--format", "json", "--group", group, "--timeout", "30"],
+            secured.sasl_properties(USER, PASSWORD),
+            secured,
+        )
+        assert code == 0, err
+        assert group in out
+        assert "authorization" not in err.lower(), err
+    finally:
+        secured.revoke(PRINCIPAL, acls)
+
+
+def test_decode_with_a_wrong_password_is_one_line_with_the_reason(
+    secured: SecuredBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _command(
+        capsys,
+        ["decode", "--timeout", "30"],
+        secured.sasl_properties(USER, "not-the-password"),
+        secured,
+    )
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"cannot reach Kafka at {secured.sasl_ssl}" in err
+    assert "Authentication failed" in err or "SASL authentication error" in err, err
+    assert "not-the-password" not in err
+
+
+def test_plaintext_spoken_to_the_tls_listener_is_said(
+    secured: SecuredBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = _command(capsys, ["decode", "--timeout", "30"], {}, secured)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "as a TLS listener does" in err and "try SSL or SASL_SSL" in err, err
+    assert "brokers are down" not in err

@@ -179,6 +179,10 @@ MISTAKES: dict[str, Mistake] = {
         env={"OFFSETWATCH_BOOTSTRAP_SERVER": CLOSED},
         not_named=("payments", "unknown group"),
     ),
+    "decode of a cluster that refuses": Mistake(
+        ["decode", "--bootstrap-server", CLOSED],
+        ("cannot reach Kafka at 127.0.0.1:1", "--bootstrap-server", "Connection refused"),
+    ),
     "offsets export name that does not resolve": Mistake(
         ["offsets", "export", "--group", "g", "--bootstrap-server", UNRESOLVABLE],
         (f"cannot reach Kafka at {UNRESOLVABLE}", "resolve"),

@@ -19,6 +19,7 @@ from offsetwatch.core.connection import (
     ConnectionOptionError,
     check_client_config,
     kafka_config_origins,
+    probe_cluster,
 )
 
 
@@ -106,6 +107,10 @@ def _topic_source(
     try:
         # names the -X flag or the variable a bad property came from
         check_client_config(config, origins, "consumer")
+        # one line with librdkafka's reason (a refused login, a TLS listener spoken to in
+        # plaintext) as soon as it is known, instead of a metadata call's whole --timeout
+        # ending in "Broker transport failure"
+        probe_cluster(config, origins, args.timeout)
     except ConnectionOptionError as error:
         raise UsageError(str(error)) from None
     return inputs.TopicSource(
