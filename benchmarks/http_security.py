@@ -1,10 +1,14 @@
-"""/metrics under API load, with and without TLS: the exporter's HTTP server bounded.
+"""/metrics under API load and under hostile clients, with and without TLS.
 
 Runs the demo (librdkafka's mock cluster, simulated groups, the real exporter service), then,
 for plain HTTP and for TLS + basic auth (a throw-away CA from trustme):
 
-* Debian's `wrk -t2 -c50 -d DURATION` hammers /api/v1/groups (requests/s, its latency p99);
-* meanwhile one client scrapes /metrics in a loop: p50/p99/max latency and failures.
+* one client scrapes /metrics in a loop on the idle server: the ceiling (p50/p99/max);
+* the same scrapes while 200 idle connections, 200 slowloris connections (one header byte a
+  second; over TLS after the handshake, reconnecting when cut off) and 50 kept-alive
+  browsers polling /api/v1/groups hold the server (issue 31 item 2);
+* the same scrapes while Debian's `wrk -t2 -c50 -d DURATION` hammers /api/v1/groups
+  (requests/s, its latency p99), then `wrk` on /metrics alone.
 
 Run: `.venv/bin/python benchmarks/http_security.py [--duration 10]` (needs /usr/bin/wrk).
 """
@@ -13,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import http.client
 import os
 import re
 import shutil
+import socket
 import ssl
 import statistics
 import subprocess
@@ -86,6 +92,100 @@ def scrape_loop(
     return latencies, failures
 
 
+class Hostile:
+    """Idle connections, slowloris connections and kept-alive browsers, one thread each."""
+
+    def __init__(
+        self,
+        port: int,
+        context: ssl.SSLContext | None,
+        auth: dict[str, str],
+        counts: tuple[int, int, int] = (200, 200, 50),
+    ) -> None:
+        self.port, self.context, self.auth = port, context, auth
+        idle, slow, browsers = counts
+        self.stop = threading.Event()
+        # idle ones never start a TLS handshake: they hold a connection as cheaply as can be
+        self.idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(idle)]
+        self.slow = [self._slow_one() for _ in range(slow)]
+        self.browsers = [self._browser() for _ in range(browsers)]
+        self.answers = 0
+        self.threads = [
+            threading.Thread(target=self._trickle, daemon=True),
+            threading.Thread(target=self._browse, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _slow_one(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        if self.context is None:
+            return sock
+        return self.context.wrap_socket(sock, server_hostname="127.0.0.1")
+
+    def _browser(self) -> http.client.HTTPConnection:
+        if self.context is None:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30)
+
+    def _trickle(self) -> None:
+        head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000
+        sent = 0
+        while not self.stop.wait(1.0):
+            for i, sock in enumerate(self.slow):
+                try:
+                    sock.send(head[sent : sent + 1])
+                except OSError:  # cut off by the server: a new one, as an attacker would
+                    sock.close()
+                    with contextlib.suppress(OSError):
+                        self.slow[i] = self._slow_one()
+            sent += 1
+
+    def _browse(self) -> None:
+        while not self.stop.is_set():
+            for i, browser in enumerate(self.browsers):
+                try:
+                    browser.request("GET", "/api/v1/groups", headers=self.auth)
+                    browser.getresponse().read()
+                    self.answers += 1
+                except (OSError, http.client.HTTPException):
+                    browser.close()
+                    self.browsers[i] = self._browser()
+            self.stop.wait(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+        for sock in [*self.idle, *self.slow]:
+            sock.close()
+        for browser in self.browsers:
+            browser.close()
+
+
+def scrapes_for(
+    port: int, context: ssl.SSLContext | None, auth: dict[str, str], seconds: float
+) -> tuple[list[float], int]:
+    stop = threading.Event()
+    timer = threading.Timer(seconds, stop.set)
+    timer.start()
+    latencies, failures = scrape_loop(port, context, auth, stop)
+    timer.cancel()
+    latencies.sort()
+    return latencies, failures
+
+
+def line(label: str, latencies: list[float], failures: int) -> str:
+    if not latencies:
+        return f"  {label:<44} no answer, failures {failures}"
+    p99 = latencies[int(0.99 * (len(latencies) - 1))]
+    return (
+        f"  {label:<44} p50 {statistics.median(latencies) * 1000:6.1f} ms   p99 "
+        f"{p99 * 1000:6.1f} ms   max {latencies[-1] * 1000:6.1f} ms   "
+        f"({len(latencies)} scrapes, {failures} failed)"
+    )
+
+
 def run_wrk(url: str, auth: dict[str, str], duration: int) -> tuple[float, str]:
     command = ["wrk", "-t2", "-c50", f"-d{duration}s", "--latency"]
     for name, value in auth.items():
@@ -107,6 +207,20 @@ def measure(service: ExporterService, tls_ca: Path | None, duration: int) -> Non
         else {}
     )
     scheme = "https" if tls_ca else "http"
+    label = "TLS + basic auth" if tls_ca else "plain HTTP"
+    print(f"\n{label}:")
+    print(line("/metrics, nothing else (the ceiling)", *scrapes_for(port, context, auth, duration)))
+    hostile = Hostile(port, context, auth)
+    try:
+        under = scrapes_for(port, context, auth, duration)
+    finally:
+        hostile.close()
+    print(line("/metrics, 200 idle + 200 slowloris + 50 kept", *under))
+    figures = service.http.health()["http"]
+    print(
+        f"  {'':<44} (browsers answered {hostile.answers}; the gate timed out "
+        f"{figures.get('timed_out', '?')}, evicted {figures.get('evicted', '?')})"
+    )
     stop = threading.Event()
     result: list[tuple[list[float], int]] = []
     scraper = threading.Thread(
@@ -118,15 +232,8 @@ def measure(service: ExporterService, tls_ca: Path | None, duration: int) -> Non
     scraper.join(60)
     latencies, failures = result[0]
     latencies.sort()
-    p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
-    label = "TLS + basic auth" if tls_ca else "plain HTTP"
-    print(f"\n{label}:")
+    print(line("/metrics, wrk -c50 on /api/v1/groups", latencies, failures))
     print(f"  wrk -c50 /api/v1/groups            {api_rate:>10,.0f} req/s   p99 {api_p99}")
-    print(
-        f"  /metrics during it ({len(latencies)} scrapes)   p50 "
-        f"{statistics.median(latencies) * 1000:.1f} ms   p99 {p99 * 1000:.1f} ms   max "
-        f"{latencies[-1] * 1000:.1f} ms   failures {failures}"
-    )
     metrics_rate, metrics_p99 = run_wrk(f"{scheme}://127.0.0.1:{port}/metrics", auth, duration)
     print(f"  wrk -c50 /metrics alone            {metrics_rate:>10,.0f} req/s   p99 {metrics_p99}")
 
@@ -167,7 +274,8 @@ def main() -> None:
         simulator.close()
     print(
         f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.2f}; default 8 HTTP workers, /api limited to 4 at a time)"
+        f"{os.getloadavg()[0]:.2f}; default 8 HTTP workers, /api limited to 4 at a time, "
+        "request timeout 10 s)"
     )
 
 

@@ -88,6 +88,9 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _SCHEMA_ID_MAX: Final = 0x7FFFFFFF
 #: HTTP worker threads: beyond this, thread start-up fails before the first request
 _MAX_WORKERS: Final = 1024
+#: the HTTP server's connection bound: at least room for scrapes, a browser and its streams
+_MIN_CONNECTIONS: Final = 16
+_MAX_CONNECTIONS: Final = 65536
 
 #: what redacted() prints instead of a secret
 MASK: Final = "********"
@@ -131,6 +134,8 @@ class ExporterConfig:
     http_workers: int = 8
     #: seconds a whole request may take to arrive (slow clients are cut off)
     http_request_timeout_s: float = 10.0
+    #: connections the HTTP server holds while their requests arrive (idle ones included)
+    http_max_connections: int = 1024
     #: how often the log-end offsets of the tracked partitions are sampled
     sample_interval_s: float = 10.0
     #: a `__consumer_offsets` partition the cluster has not confirmed for this long is stale
@@ -303,7 +308,8 @@ _SETTINGS: Final = (
     _Setting(
         "http_workers",
         "int",
-        "Worker threads of the HTTP server. Connections beyond 8 per worker wait get an "
+        "Worker threads of the HTTP server; they serve whole requests only (idle and slow "
+        "connections wait without one). Requests beyond 8 per worker waiting get an "
         "immediate 503; the JSON API may use at most half the workers, so /metrics keeps "
         "answering while /api is busy.",
         "N",
@@ -314,6 +320,15 @@ _SETTINGS: Final = (
         "Seconds a whole request (TLS handshake, request line and headers) may take to "
         "arrive; slower clients are disconnected, and idle keep-alive connections closed.",
         "SECONDS",
+    ),
+    _Setting(
+        "http_max_connections",
+        "int",
+        "Connections the HTTP server holds while their requests arrive, idle keep-alive "
+        "ones included; past it the oldest connection of the client address holding the "
+        "most is closed, so one client's flood cannot lock out a scrape. Keep it below the "
+        "process's open-file limit (ulimit -n).",
+        "N",
     ),
     _Setting(
         "sample_interval_s",
@@ -536,6 +551,11 @@ def _validate(config: ExporterConfig) -> None:
         raise _fail("http_port", f"must be a TCP port, 0-65535 (got {config.http_port})")
     if not 2 <= config.http_workers <= _MAX_WORKERS:
         raise _fail("http_workers", f"must be 2-{_MAX_WORKERS} (got {config.http_workers})")
+    if not _MIN_CONNECTIONS <= config.http_max_connections <= _MAX_CONNECTIONS:
+        raise _fail(
+            "http_max_connections",
+            f"must be {_MIN_CONNECTIONS}-{_MAX_CONNECTIONS} (got {config.http_max_connections})",
+        )
     if config.web_config is not None:
         from offsetwatch.exporter.serve.web_config import WebConfigError, load_web_config
 

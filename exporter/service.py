@@ -62,6 +62,7 @@ class ExporterService:
             web_config=load_web_config(cfg.web_config) if cfg.web_config else None,
             workers=cfg.http_workers,
             request_timeout=cfg.http_request_timeout_s,
+            max_connections=cfg.http_max_connections,
             history=self.exporter.console_history,
             live=self.exporter.live,
         )

@@ -21,14 +21,19 @@ stderr.
 
 Resources are bounded so that slow or many clients cannot exhaust the daemon:
 
-* a fixed pool of worker threads (`workers`) serves connections taken from a bounded queue
-  (`queue_size` connections waiting while every worker is busy); when the queue is full the
-  connection gets an immediate 503 and is closed;
-* every request (TLS handshake, request line and headers included) must arrive within
-  `request_timeout` seconds in total, however slowly its bytes trickle in (slowloris), and an
-  idle keep-alive connection is closed after the same time;
-* a kept-alive connection is closed after its response whenever other connections wait, so a
-  few busy clients cannot hold every worker;
+* one thread (the request gate, `exporter/serve/request_gate.py`) holds every connection until
+  its whole request head has arrived: the TLS handshake, the request line and the headers
+  must arrive within `request_timeout` seconds in total, however slowly their bytes trickle in
+  (slowloris), and a kept-alive connection comes back to the gate after each answer and is
+  closed when its next request is not there within the same time. Idle and slow clients
+  therefore never hold a worker;
+* at most `max_connections` connections wait in the gate: beyond, the oldest of the client
+  address holding the most is closed, so one client's flood cannot lock out another's scrape;
+* a fixed pool of worker threads (`workers`) serves complete requests from a bounded queue
+  (`queue_size` requests waiting while every worker is busy); when it is full the request gets
+  an immediate 503 and the connection is closed;
+* each write of an answer must go out within `request_timeout` (a client that does not read);
+* /metrics, /healthz and /readyz have a queue lane and a capacity of their own, served first;
 * `/api` requests run at most `workers // 2` at a time (503 beyond), so /metrics, /healthz and
   /readyz keep answering while the API is hammered;
 * an event stream (`/api/v1/records/stream`) leaves the pool once its headers are written: it
@@ -65,6 +70,11 @@ from offsetwatch.exporter.serve.console_static import PAGE_HEADERS, console_page
 from offsetwatch.exporter.serve.console_stream import DEFAULT_MAX_STREAMS, Streams
 from offsetwatch.exporter.serve.live_records import LiveRecords, RecordFilter
 from offsetwatch.exporter.serve.metrics import SnapshotCollector
+from offsetwatch.exporter.serve.request_gate import (
+    DEFAULT_MAX_CONNECTIONS,
+    GateFigures,
+    RequestGate,
+)
 from offsetwatch.exporter.serve.web_config import BasicAuth, WebConfig
 from offsetwatch.exporter.stats import PipelineStats
 
@@ -84,10 +94,6 @@ DEFAULT_PORT: Final = 9380
 DEFAULT_WORKERS: Final = 8
 #: seconds for a whole request to arrive (handshake, request line, headers)
 DEFAULT_REQUEST_TIMEOUT: Final = 10.0
-_BUSY: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
-    b"Connection: close\r\n\r\n"
-)
 #: what /metrics serves: the 0.0.4 text format. prometheus_client's CONTENT_TYPE_LATEST names
 #: version 1.0.0 since 0.21, which would misdescribe the body; its own handlers also answer
 #: 0.0.4 unless a scraper asks for more.
@@ -181,67 +187,69 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     return allowed.get("*", False)
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Socket reads that share one deadline: a request trickling in byte by byte still ends."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self.deadline = time.monotonic()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("request deadline passed")
-        self._sock.settimeout(remaining)
-        return self._sock.recv_into(buffer)
-
-
 class _Handoff:
-    """Accepted connections on their way to the workers: one is refused only when `size`
-    connections already wait for a busy worker. A plain bounded queue would also count the
-    connections that idle workers have not picked up yet, and refuse one while a worker is
-    idle whenever connections arrive faster than workers wake up (a burst, a loaded CPU)."""
+    """Complete requests on their way to the workers: one is refused only when `size`
+    requests already wait for a busy worker. A plain bounded queue would also count the
+    requests that idle workers have not picked up yet, and refuse one while a worker is
+    idle whenever requests arrive faster than workers wake up (a burst, a loaded CPU).
+
+    Probes (/metrics, /healthz, /readyz) have a lane and a capacity of their own, taken
+    first: a burst of API or console requests filling the queue cannot turn a scrape away."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: deque[tuple[socket.socket, Any] | None] = deque()
+        self._items: deque[_Request | None] = deque()
+        self._probes: deque[_Request] = deque()
         self._idle = 0
         self._ready = threading.Condition()
 
-    def offer(self, item: tuple[socket.socket, Any]) -> bool:
+    def offer(self, item: _Request, probe: bool = False) -> bool:
         with self._ready:
-            if len(self._items) >= self._size + self._idle:
+            lane: deque[Any] = self._probes if probe else self._items
+            if len(lane) >= self._size + self._idle:
                 return False
-            self._items.append(item)
+            lane.append(item)
             self._ready.notify()
             return True
 
-    def take(self) -> tuple[socket.socket, Any] | None:
-        """The next connection, waiting while there is none; None: the worker should stop."""
+    def take(self) -> _Request | None:
+        """The next request, waiting while there is none; None: the worker should stop."""
         with self._ready:
             self._idle += 1
-            while not self._items:
+            while not self._items and not self._probes:
                 self._ready.wait()
             self._idle -= 1
-            return self._items.popleft()
+            return self._probes.popleft() if self._probes else self._items.popleft()
 
     def waiting(self) -> int:
-        """Connections that no idle worker is about to take."""
+        """Requests that no idle worker is about to take."""
         with self._ready:
-            return max(0, len(self._items) - self._idle)
+            return max(0, len(self._items) + len(self._probes) - self._idle)
 
     def stop(self, workers: int) -> None:
-        """Each worker stops once the connections already handed over are served."""
+        """Each worker stops once the requests already handed over are served."""
         with self._ready:
             self._items.extend([None] * workers)
             self._ready.notify_all()
 
 
+#: the paths whose requests take the probes' lane of `_Handoff`
+_PROBE_PATHS: Final = frozenset({b"/metrics", b"/healthz", b"/readyz"})
+
+
+def is_probe(head: bytes) -> bool:
+    """Whether a request head asks for /metrics, /healthz or /readyz (any query)."""
+    parts = head[: head.find(b"\n")].split(b" ")
+    return len(parts) >= 2 and parts[1].split(b"?", 1)[0] in _PROBE_PATHS
+
+
+#: (connection, client address, its request head, bytes that came after the head)
+_Request = tuple[socket.socket, Any, bytes, bytes]
+
+
 class _Server(HTTPServer):
-    """HTTPServer with a fixed worker pool fed from a bounded handoff of accepted connections."""
+    """HTTPServer's binding, with the request gate (exporter/serve/request_gate.py) in front
+    of a fixed worker pool: a worker only ever gets a request whose head has arrived."""
 
     allow_reuse_address = True
     #: the listen backlog: socketserver's 5 drops SYNs (a 1 s client retry) under bursts
@@ -251,13 +259,22 @@ class _Server(HTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.app = app
-        self.pending = _Handoff(app.queue_size)
+        self.pending: _Handoff = _Handoff(app.queue_size)
         #: ids of connections handed over to event-stream threads
         self.detached: set[int] = set()
         self.detached_lock = threading.Lock()
         # before binding: a failed bind (port in use) calls server_close(), which stops them
         self.workers: list[threading.Thread] = []
-        super().__init__(address, _Handler)
+        self.gate: RequestGate | None = None
+        # the handler class is never used by socketserver: the workers make each _Handler
+        super().__init__(address, BaseHTTPRequestHandler)
+        self.gate = RequestGate(
+            self.socket,
+            self._dispatch,
+            request_timeout=app.request_timeout,
+            tls_context=app.tls_context,
+            max_connections=app.max_connections,
+        )
         self.workers = [
             threading.Thread(target=self._work, name=f"offsetwatch-http-worker-{i}", daemon=True)
             for i in range(app.workers)
@@ -265,56 +282,47 @@ class _Server(HTTPServer):
         for worker in self.workers:
             worker.start()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.pending.offer((request, client_address)):
-            self.app.rejected += 1
-            with contextlib.suppress(OSError):
-                if self.app.tls_context is None:
-                    request.setblocking(False)
-                    request.send(_BUSY)
-            self.shutdown_request(request)
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        assert self.gate is not None
+        self.gate.serve()
 
-    def busy(self) -> bool:
-        return self.pending.waiting() > 0
+    def shutdown(self) -> None:
+        if self.gate is not None:
+            self.gate.stop()
+
+    def _dispatch(self, sock: socket.socket, address: Any, head: bytes, carry: bytes) -> bool:
+        if self.pending.offer((sock, address, head, carry), probe=is_probe(head)):
+            return True
+        self.app.rejected += 1
+        return False
 
     def _work(self) -> None:
         while True:
             item = self.pending.take()
             if item is None:
                 return
-            request, client_address = item
-            connection: socket.socket | None = None
+            sock, address, head, carry = item
+            keep = False
             try:
-                connection = self._secure(request)
-                if connection is not None:
-                    self.finish_request(connection, client_address)
+                # blocking, each write within the request timeout (_Handler._send)
+                sock.settimeout(self.app.request_timeout)
+                keep = not _Handler(sock, address, self, head).close_connection
             except Exception:
-                log.debug("connection from %s failed", client_address, exc_info=True)
-            finally:
-                handed = connection if connection is not None else request
-                with self.detached_lock:
-                    detached = id(handed) in self.detached
-                    self.detached.discard(id(handed))
-                if not detached:
-                    self.shutdown_request(handed)
+                log.debug("connection from %s failed", address, exc_info=True)
+            with self.detached_lock:
+                detached = id(sock) in self.detached
+                self.detached.discard(id(sock))
+            if detached:
+                continue
+            if keep and self.gate is not None:
+                self.gate.give_back(sock, address, carry)
+            else:
+                self.shutdown_request(sock)
 
     def detach(self, connection: socket.socket) -> None:
         """The connection now belongs to an event-stream thread: the worker must not close it."""
         with self.detached_lock:
             self.detached.add(id(connection))
-
-    def _secure(self, request: socket.socket) -> socket.socket | None:
-        context = self.app.tls_context
-        if context is None:
-            return request
-        request.settimeout(self.app.request_timeout)
-        try:
-            secured = context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as error:
-            self.app.tls_failures += 1
-            log.debug("TLS handshake failed: %s", error)
-            return None
-        return secured
 
     def server_close(self) -> None:
         super().server_close()
@@ -324,10 +332,16 @@ class _Server(HTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """One request, whose head the gate has read whole; the connection goes back to the gate
+    after the answer unless `close_connection`."""
+
     server: _Server
     protocol_version = "HTTP/1.1"
     server_version = "offsetwatch"
-    _reader: _DeadlineReader
+
+    def __init__(self, sock: socket.socket, address: Any, server: _Server, head: bytes) -> None:
+        self._head = head
+        super().__init__(sock, address, server)
 
     def setup(self) -> None:
         self.connection = self.request
@@ -335,21 +349,20 @@ class _Handler(BaseHTTPRequestHandler):
         # kept-alive connection's next answer waits for the client's delayed ACK (~40 ms)
         with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._reader = _DeadlineReader(self.connection)
-        self.rfile = io.BufferedReader(self._reader, 65536)
+        self.rfile = io.BytesIO(self._head)
         self.wfile = self.connection.makefile("wb", 0)
 
     def handle(self) -> None:
         self.close_connection = True
-        while True:
-            self._reader.deadline = time.monotonic() + self.server.app.request_timeout
-            self.handle_one_request()
-            if self.close_connection:
-                return
+        self.handle_one_request()
 
     def finish(self) -> None:
         with contextlib.suppress(OSError):
             self.wfile.flush()
+        # the file holds a reference to the socket: open, it would keep a closed connection's
+        # descriptor (an event stream's, closed by its own thread) until collected
+        with contextlib.suppress(OSError):
+            self.wfile.close()
         self.rfile.close()
 
     def do_GET(self) -> None:
@@ -429,7 +442,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._static(path[len("/static/") :], head)
             else:
                 self._json(404, {"error": "not found", "path": path}, head)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError, TimeoutError):
+            # the client went away (or stopped reading) during the answer: nothing to tell
             self.close_connection = True
         except UnicodeDecodeError:
             self._json(400, {"error": "path is not valid UTF-8 once URL-decoded"}, head)
@@ -549,11 +563,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         for name, value in self.server.app.web_config.headers.items():
             self.send_header(name, value)
-        if self.server.busy():
-            # others wait for a worker: this connection yields its worker after the response
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        # writing gets a fresh allowance: the reading deadline may be nearly spent
+        # each write gets the request timeout: a client that does not read is cut off
         self.connection.settimeout(self.server.app.request_timeout)
         self.end_headers()
         if not head:
@@ -589,6 +599,7 @@ class ExporterHttpServer:
         history: ConsoleHistory | None = None,
         live: LiveRecords | None = None,
         max_streams: int = DEFAULT_MAX_STREAMS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         if workers < 2:
             raise ValueError("the HTTP server needs at least 2 workers")
@@ -602,18 +613,19 @@ class ExporterHttpServer:
         self.workers = workers
         self.queue_size = queue_size if queue_size is not None else 8 * workers
         self.request_timeout = request_timeout
+        self.max_connections = max_connections
         self.api_slots = threading.BoundedSemaphore(max(1, workers // 2))
         self.history = history if history is not None else ConsoleHistory()
         self.live = live if live is not None else LiveRecords()
         self.streams = Streams(self.live, limit=max_streams, write_timeout_s=request_timeout)
         self.groups_json = _Encoded()
         self.sparklines_json = _Encoded()
-        #: connections refused because the queue was full, failed TLS handshakes, 401s
+        #: requests refused because the queue was full, 401s
         self.rejected = 0
-        self.tls_failures = 0
         self.unauthorized = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._last_gate = GateFigures()
 
     def snapshot(self) -> Snapshot:
         return self.collector.source()[0]
@@ -624,12 +636,16 @@ class ExporterHttpServer:
     def health(self) -> dict[str, Any]:
         """The body of /api/v1/health."""
         snapshot, stats = self.collector.source()
+        gate = self._gate_figures()
         http = {
             "workers": self.workers,
             "queued": self.queued,
             "rejected": self.rejected,
             "unauthorized": self.unauthorized,
-            "tls_failures": self.tls_failures,
+            "tls_failures": gate.tls_failures,
+            "waiting_connections": gate.waiting,
+            "timed_out": gate.timed_out,
+            "evicted": gate.evicted,
         }
         now_ms = time.time_ns() // 1_000_000
         return console_api.health(stats, snapshot, now_ms, self.streams.figures(), http)
@@ -650,8 +666,19 @@ class ExporterHttpServer:
 
     @property
     def queued(self) -> int:
-        """Accepted connections waiting for a worker."""
+        """Requests (their heads arrived) waiting for a worker."""
         return 0 if self._server is None else self._server.pending.waiting()
+
+    @property
+    def tls_failures(self) -> int:
+        return self._gate_figures().tls_failures
+
+    def _gate_figures(self) -> GateFigures:
+        server = self._server
+        if server is None or server.gate is None:
+            return self._last_gate
+        self._last_gate = server.gate.figures
+        return self._last_gate
 
     @property
     def running(self) -> bool:

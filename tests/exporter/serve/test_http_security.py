@@ -8,12 +8,13 @@ workers and checks that every one is cut off and that /metrics is still served m
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -353,6 +354,8 @@ GET_METRICS = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 def test_full_queue_gets_an_immediate_503() -> None:
+    """`queue_size` requests wait while every worker is busy; the next gets 503 at once. A
+    connection that has sent no request waits in the gate and counts for nothing."""
     source = HeldScrapes()
     server = ExporterHttpServer(
         SnapshotCollector(source, MetricsConfig()),
@@ -370,22 +373,139 @@ def test_full_queue_gets_an_immediate_503() -> None:
             clients[-1].sendall(GET_METRICS)
         for _ in range(server.workers):
             assert source.entered.acquire(timeout=30)  # every worker is inside a scrape
+        idle = socket.create_connection(address, timeout=30)  # no request: takes no place
+        clients.append(idle)
         clients.append(socket.create_connection(address, timeout=30))
+        clients[-1].sendall(GET_METRICS)
         deadline = time.monotonic() + 30
         while server.queued < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)  # until the accepting thread has queued it
+            time.sleep(0.01)  # until the gate has queued its request
         assert server.queued == 1
         late = socket.create_connection(address, timeout=30)
         clients.append(late)
         late.sendall(GET_METRICS)
-        # answered while every worker is still held: refused on accept, not served later
+        # answered while every worker is still held: refused at once, not served later
         assert late.recv(1024).startswith(b"HTTP/1.1 503")
         assert server.rejected == 1
         source.release.set()
-        for held in clients[: server.workers]:
+        for held in [*clients[: server.workers], clients[server.workers + 1]]:
             assert held.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
         source.release.set()
         for sock in clients:
             sock.close()
         server.stop()
+
+
+class _Hostile:
+    """Idle connections, slowloris connections (one header byte a second, reconnecting when
+    cut off) and kept-alive browsers polling the API, all from one thread each."""
+
+    def __init__(self, port: int, idle: int, slow: int, browsers: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.idle = [self._connect() for _ in range(idle)]
+        self.slow = [self._connect() for _ in range(slow)]
+        self.browsers = [
+            http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(browsers)
+        ]
+        self.browser_answers: list[int] = []
+        self.threads = [
+            threading.Thread(target=self._trickle, daemon=True),
+            threading.Thread(target=self._browse, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port), timeout=30)
+
+    def _trickle(self) -> None:
+        head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000
+        sent = 0
+        while not self.stop.wait(1.0):
+            for i, sock in enumerate(self.slow):
+                try:
+                    sock.send(head[sent : sent + 1])
+                except OSError:  # cut off by the server: a new one, as an attacker would
+                    sock.close()
+                    with contextlib.suppress(OSError):
+                        self.slow[i] = self._connect()
+            sent += 1
+
+    def _browse(self) -> None:
+        while not self.stop.is_set():
+            for i, browser in enumerate(self.browsers):
+                try:
+                    browser.request("GET", "/api/v1/groups")
+                    response = browser.getresponse()
+                    response.read()
+                    self.browser_answers.append(response.status)
+                except (OSError, http.client.HTTPException):
+                    browser.close()
+                    self.browsers[i] = http.client.HTTPConnection(
+                        "127.0.0.1", self.port, timeout=30
+                    )
+            self.stop.wait(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+        for sock in [*self.idle, *self.slow]:
+            sock.close()
+        for browser in self.browsers:
+            browser.close()
+
+
+def test_metrics_answers_while_hundreds_of_idle_slow_and_kept_alive_clients_connect(
+    record_property: Callable[[str, object], None],
+) -> None:
+    """200 idle connections, 200 slowloris connections and 50 kept-alive browsers at once
+    (issue 31): none holds a worker, so every scrape is answered, and well within
+    Prometheus' scrape timeout; the latencies are recorded, never asserted
+    (benchmarks/http_security.py measures them beside an unloaded scrape)."""
+    server = start(workers=8, request_timeout=3.0)
+    hostile = _Hostile(server.port, idle=200, slow=200, browsers=50)
+    latencies: list[float] = []
+    statuses: list[int] = []
+    try:
+        for _ in range(20):  # ~10 s: past the request timeout, so the slow ones reconnect
+            began = time.monotonic()
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            latencies.append(time.monotonic() - began)
+            statuses.append(response.status)
+            time.sleep(0.5)
+        figures = server.health()["http"]
+    finally:
+        hostile.close()
+        server.stop()
+    assert statuses == [200] * 20
+    assert 200 in hostile.browser_answers
+    assert figures["timed_out"] > 0  # the slow ones were cut off by the gate
+    record_property("scrape_max_s", round(max(latencies), 3))
+    print(f"/metrics under 450 hostile connections: max {max(latencies) * 1000:.0f} ms")
+
+
+def test_past_max_connections_the_oldest_waiting_one_makes_room() -> None:
+    """A flood of idle connections cannot lock out a scrape: past `max_connections` the
+    oldest connection of the busiest client address is closed for the new one."""
+    server = start(workers=2, max_connections=20, request_timeout=30.0)
+    flood = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(100)]
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        figures = server.health()["http"]
+    finally:
+        for sock in flood:
+            sock.close()
+        server.stop()
+    assert response.status == 200
+    assert figures["evicted"] >= 80 and figures["waiting_connections"] <= 20
