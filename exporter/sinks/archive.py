@@ -19,9 +19,14 @@ Layout and guarantees are the contract documented in docs/archive-format.md:
   written
   block by block with `AvroCodec.encode`, codec deflate (default), snappy or null.
 
+Nothing buffered counts as written: a file's bytes stay in the writer until the OS took them
+(`os.write`), so a full disk loses none of them, and a failed write, flush or roll leaves the
+file open with its bytes, tried again later; every error names the file. `durable_positions`
+caps checkpoint positions at the first record (per `__consumer_offsets` partition) written
+since its file's last fsync, so a checkpoint never passes a record that is not on disk.
+
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
-record kept) and published under their final names; call `flush(fsync=True)` before saving a
-checkpoint so every record before the checkpointed positions is on disk. Records after the
+record kept) and published under their final names. Records after the
 checkpoint are read again after a restart; the daemon skips those the files already hold
 (exporter/sinks/resume_dedup.py reads back the files modified since the checkpoint's time bound), so
 a restart from a checkpoint archives nothing twice; a full rebuild archives everything again:
@@ -38,9 +43,9 @@ import struct
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from offsetwatch.core.atomic import fsync_directory
 from offsetwatch.decoder import contract
@@ -60,6 +65,10 @@ _SALVAGE: Final = ".salvage"
 _HOUR_MS: Final = 3_600_000
 _AVRO_MAGIC: Final = b"Obj\x01"
 _SYNC_SIZE: Final = 16
+#: bytes handed to one os.write
+_WRITE_CHUNK: Final = 1 << 20
+#: a file's bytes not yet given to the OS before a write drains them first
+_DRAIN_BYTES: Final = 1 << 20
 
 
 class ArchiveError(Exception):
@@ -81,6 +90,8 @@ def file_name(first_ts: int, seq: int, extension: str) -> str:
 
 
 class _Sink:
+    out: _FileOut
+
     def write(self, canonical: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -95,9 +106,64 @@ class _Sink:
         raise NotImplementedError
 
 
-def _fsync(raw: IO[bytes]) -> None:
-    raw.flush()
-    os.fsync(raw.fileno())
+class _FileOut:
+    """The bytes of one file on their way to the OS, kept here until `os.write` took them.
+
+    A failed write (a full disk) therefore loses nothing: the bytes stay, and the next drain
+    writes them, in order. An error names the file. Compressors and encoders write here,
+    never to the file, so none of them can be left half-written by a failure."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._pending = bytearray()
+        self._written = 0
+        self._closed = False
+
+    def __del__(self) -> None:
+        # dropped without close (a test's crashed writer): the descriptor, not the bytes
+        if not getattr(self, "_closed", True):
+            os.close(self._fd)
+
+    def write(self, data: bytes) -> int:
+        self._pending += data
+        return len(data)
+
+    def flush(self) -> None:
+        """What GzipFile calls: draining is the sink's decision (`drain`)."""
+
+    def tell(self) -> int:
+        return self._written + len(self._pending)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def drain(self) -> None:
+        pending = self._pending
+        try:
+            while pending:
+                with memoryview(pending) as view:
+                    taken = os.write(self._fd, view[:_WRITE_CHUNK])
+                del pending[:taken]
+                self._written += taken
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(self.path)) from None
+
+    def sync(self) -> None:
+        self.drain()
+        try:
+            os.fsync(self._fd)
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(self.path)) from None
+
+    def close(self) -> None:
+        """Drain, fsync and close; raises (the bytes kept) while they cannot be written."""
+        if self._closed:
+            return
+        self.sync()
+        os.close(self._fd)
+        self._closed = True
 
 
 def _line(canonical: dict[str, Any]) -> bytes:
@@ -107,53 +173,56 @@ def _line(canonical: dict[str, Any]) -> bytes:
 
 
 class _JsonlSink(_Sink):
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self._size = 0
+    def __init__(self, out: _FileOut) -> None:
+        self.out = out
 
     def write(self, canonical: dict[str, Any]) -> None:
-        line = _line(canonical)
-        self._raw.write(line)
-        self._size += len(line)
+        self.out.write(_line(canonical))
 
     def size(self) -> int:
-        return self._size
+        return self.out.tell()
 
     def flush(self, fsync: bool) -> None:
         if fsync:
-            _fsync(self._raw)
+            self.out.sync()
         else:
-            self._raw.flush()
+            self.out.drain()
 
     def close(self) -> None:
-        _fsync(self._raw)
-        self._raw.close()
+        self.out.close()
 
 
 class _GzipJsonlSink(_Sink):
-    def __init__(self, raw: IO[bytes], level: int) -> None:
-        self._raw = raw
+    def __init__(self, out: _FileOut, level: int) -> None:
+        self.out = out
         # no name or time in the header: same records, same bytes
         self._gzip = gzip.GzipFile(
-            fileobj=raw, mode="wb", compresslevel=level, filename="", mtime=0
+            fileobj=out,
+            mode="wb",
+            compresslevel=level,
+            filename="",
+            mtime=0,
         )
 
     def write(self, canonical: dict[str, Any]) -> None:
         self._gzip.write(_line(canonical))
 
     def size(self) -> int:
-        return self._raw.tell()
+        return self.out.tell()
 
     def flush(self, fsync: bool) -> None:
         # a sync flush makes everything so far decodable (salvage after a crash)
-        self._gzip.flush(zlib.Z_SYNC_FLUSH)
+        if not self._gzip.closed:
+            self._gzip.flush(zlib.Z_SYNC_FLUSH)
         if fsync:
-            _fsync(self._raw)
+            self.out.sync()
+        else:
+            self.out.drain()
 
     def close(self) -> None:
-        self._gzip.close()
-        _fsync(self._raw)
-        self._raw.close()
+        if not self._gzip.closed:
+            self._gzip.close()  # the trailer goes to `out`: a retried close only drains
+        self.out.close()
 
 
 def _long(value: int) -> bytes:
@@ -183,8 +252,8 @@ class _AvroSink(_Sink):
     """An Avro object container file written block by block (spec 1.11, "Object Container
     Files"), each record encoded by `AvroCodec.encode`."""
 
-    def __init__(self, raw: IO[bytes], avro: Any, codec: AvroBlockCodec) -> None:
-        self._raw = raw
+    def __init__(self, out: _FileOut, avro: Any, codec: AvroBlockCodec) -> None:
+        self.out = out
         self._avro = avro
         self._codec: AvroBlockCodec = codec
         self._sync = os.urandom(_SYNC_SIZE)
@@ -199,7 +268,7 @@ class _AvroSink(_Sink):
         for key, value in metadata.items():
             header += _long(len(key)) + key.encode() + _long(len(value)) + value
         header += _long(0) + self._sync
-        raw.write(header)
+        out.write(bytes(header))
 
     def write(self, canonical: dict[str, Any]) -> None:
         self._block += self._avro.encode(canonical)
@@ -211,24 +280,23 @@ class _AvroSink(_Sink):
         if not self._count:
             return
         data = _compress_block(self._codec, bytes(self._block))
-        self._raw.write(_long(self._count) + _long(len(data)) + data + self._sync)
+        self.out.write(_long(self._count) + _long(len(data)) + data + self._sync)
         self._block.clear()
         self._count = 0
 
     def size(self) -> int:
-        return self._raw.tell() + len(self._block)
+        return self.out.tell() + len(self._block)
 
     def flush(self, fsync: bool) -> None:
         self._write_block()
         if fsync:
-            _fsync(self._raw)
+            self.out.sync()
         else:
-            self._raw.flush()
+            self.out.drain()
 
     def close(self) -> None:
         self._write_block()
-        _fsync(self._raw)
-        self._raw.close()
+        self.out.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,6 +312,9 @@ class _OpenFile:
     opened_at: float
     records: int = 0
     last_write: int = 0
+    #: per `__consumer_offsets` partition, the offset of the file's first record since its
+    #: last fsync: from there on, the records are not surely on disk yet
+    unsynced: dict[int, int] = field(default_factory=dict)
 
     @property
     def temp_path(self) -> Path:
@@ -313,11 +384,19 @@ class ArchiveWriter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def write(self, canonical: dict[str, Any]) -> None:
-        """Append one canonical record (a `Canonical.to_dict` result)."""
+    def write(self, canonical: dict[str, Any], source: tuple[int, int] | None = None) -> None:
+        """Append one canonical record (a `Canonical.to_dict` result); `source` is its
+        (partition, offset) in `__consumer_offsets`, for `durable_positions`.
+
+        Whatever can fail (a roll that is due, the file's bytes to the OS) is done before
+        the record is taken: when this raises, the record is not in the archive, and the
+        caller keeps it; when it returns, the record is, and stays, in its file's bytes."""
         if self._closed:
             raise ArchiveError("archive writer is closed")
         now = self.clock()
+        if now >= self._next_expiry_check:
+            self.roll_expired(now)
+            self._next_expiry_check = now + 1.0
         timestamp = canonical.get(contract.TIMESTAMP)
         if not isinstance(timestamp, int) or timestamp < 0:
             timestamp = int(now * 1000)  # unknown position time: file it under "now"
@@ -328,21 +407,23 @@ class ArchiveWriter:
                 self._partitions.clear()
             partition = self._partitions[bucket] = partition_of(timestamp)
         current = self._open.get(partition)
-        if current is not None and now - current.opened_at >= self.roll_seconds:
+        if current is not None and self._due(current, now):
             self._roll(current)
             current = None
         if current is None:
             current = self._start(partition, timestamp, now)
+        elif current.sink.out.pending >= _DRAIN_BYTES:
+            current.sink.out.drain()
         current.sink.write(canonical)
         current.records += 1
         self._writes += 1
         current.last_write = self._writes
         self.records_written += 1
-        if current.sink.size() >= self.roll_bytes:
-            self._roll(current)
-        if now >= self._next_expiry_check:
-            self._next_expiry_check = now + 1.0
-            self.roll_expired(now)
+        if source is not None and source[0] >= 0:
+            current.unsynced.setdefault(source[0], source[1])
+
+    def _due(self, opened: _OpenFile, now: float) -> bool:
+        return now - opened.opened_at >= self.roll_seconds or opened.sink.size() >= self.roll_bytes
 
     def _start(self, partition: tuple[str, str], first_ts: int, now: float) -> _OpenFile:
         if len(self._open) >= self.max_open_files:
@@ -357,51 +438,93 @@ class ArchiveWriter:
                 and not (directory / f".{name}{INPROGRESS}").exists()
             ):
                 break
-        raw = open(directory / f".{name}{INPROGRESS}", "xb")  # noqa: SIM115 - owned by the sink
+        out = _FileOut(directory / f".{name}{INPROGRESS}")
         sink: _Sink
         if self.format == "avro":
-            sink = _AvroSink(raw, self._avro, self.avro_codec)
+            sink = _AvroSink(out, self._avro, self.avro_codec)
         elif self.gzip:
-            sink = _GzipJsonlSink(raw, self.gzip_level)
+            sink = _GzipJsonlSink(out, self.gzip_level)
         else:
-            sink = _JsonlSink(raw)
+            sink = _JsonlSink(out)
         opened = _OpenFile(partition, directory, name, sink, now)
         self._open[partition] = opened
         return opened
 
     def _roll(self, opened: _OpenFile) -> Path:
-        del self._open[opened.partition]
+        """Close the file and publish it under its final name. Until every step succeeded
+        the file stays open with its bytes (a full disk): the next roll tries again."""
         opened.sink.close()
-        os.replace(opened.temp_path, opened.final_path)
+        if opened.temp_path.exists():
+            os.replace(opened.temp_path, opened.final_path)
         fsync_directory(opened.directory)
+        del self._open[opened.partition]
         self.files_completed += 1
         if self.on_roll is not None:
             self.on_roll(opened.final_path, opened.records)
         return opened.final_path
 
+    def _roll_each(self, files: list[_OpenFile]) -> list[Path]:
+        """Roll every file of `files`; the first failure is raised after all were tried."""
+        rolled: list[Path] = []
+        failure: OSError | None = None
+        for opened in files:
+            try:
+                rolled.append(self._roll(opened))
+            except OSError as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return rolled
+
     # -- rolling and flushing ----------------------------------------------------------------
 
     def roll_expired(self, now: float | None = None) -> list[Path]:
-        """Publish the open files older than roll_seconds (call it when idle, too)."""
+        """Publish the open files older than roll_seconds or past roll_bytes (call it when
+        idle, too)."""
         moment = self.clock() if now is None else now
-        expired = [f for f in self._open.values() if moment - f.opened_at >= self.roll_seconds]
-        return [self._roll(f) for f in expired]
+        return self._roll_each([f for f in self._open.values() if self._due(f, moment)])
 
     def roll(self) -> list[Path]:
         """Publish every open file now."""
-        return [self._roll(f) for f in list(self._open.values())]
+        return self._roll_each(list(self._open.values()))
 
     def flush(self, fsync: bool = False) -> None:
-        """Push buffered records to the OS (and to disk with fsync=True); rolls expired files.
+        """Give every file's bytes to the OS (and to disk with fsync=True); rolls the files
+        that are due. Raises the first failure (naming its file) after trying every file.
 
-        Flushed records are salvaged after a crash, so flush(fsync=True) before checkpointing.
-        """
-        self.roll_expired()
+        Flushed records are salvaged after a crash; `durable_positions` says how far the
+        records are on disk."""
+        failure: OSError | None = None
+        try:
+            self.roll_expired()
+        except OSError as error:
+            failure = error
         for opened in self._open.values():
-            opened.sink.flush(fsync)
+            try:
+                opened.sink.flush(fsync)
+            except OSError as error:
+                failure = failure or error
+                continue
+            if fsync:
+                opened.unsynced.clear()
+        if failure is not None:
+            raise failure
+
+    def durable_positions(self, positions: dict[int, int]) -> dict[int, int]:
+        """`positions` capped at the first record (per partition) not yet surely on disk: the
+        records written since an open file's last fsync."""
+        first: dict[int, int] = {}
+        for opened in self._open.values():
+            for partition, offset in opened.unsynced.items():
+                if offset < first.get(partition, offset + 1):
+                    first[partition] = offset
+        if not first:
+            return positions
+        return {p: min(pos, first.get(p, pos)) for p, pos in positions.items()}
 
     def close(self) -> None:
-        """Publish every open file; the writer cannot be used afterwards."""
+        """Publish every open file; the writer cannot be used afterwards. Raises (every
+        file still open, its bytes kept) while a file cannot be written."""
         if self._closed:
             return
         self.roll()
@@ -456,16 +579,25 @@ def _complete_lines(data: bytes) -> bytes:
 
 
 def _gunzip_prefix(data: bytes) -> bytes:
-    """As much of a (possibly torn) gzip stream as decompresses."""
+    """As much of a (possibly torn) gzip stream as decompresses: up to the byte where it
+    stops making sense (a chunk that fails is tried again in halves, down to one byte, so a
+    torn tail costs only itself, never the good data in its chunk)."""
     out = bytearray()
     decompressor = zlib.decompressobj(wbits=31)
-    try:
-        position = 0
-        while position < len(data):
-            out += decompressor.decompress(data[position : position + 65536])
-            position += 65536
-    except zlib.error:
-        pass
+    position, step = 0, 65536
+    while position < len(data) and not decompressor.eof:
+        piece = data[position : position + step]
+        trial = decompressor.copy()
+        try:
+            produced = trial.decompress(piece)
+        except zlib.error:
+            if step == 1:
+                break
+            step //= 2
+            continue
+        out += produced
+        decompressor = trial
+        position += len(piece)
     return bytes(out)
 
 
@@ -478,20 +610,24 @@ def _salvage(temp: Path, final: Path, writer: ArchiveWriter) -> bool:
         if not kept:
             temp.unlink()
             return False
-        with open(salvaged, "wb") as out:
-            out.write(kept)
-            _fsync(out)
+        out = _FileOut(salvaged)
+        out.write(kept)
+        out.close()
     elif name.endswith(".jsonl.gz"):
         kept = _complete_lines(_gunzip_prefix(data))
         if not kept:
             temp.unlink()
             return False
-        with open(salvaged, "wb") as raw:
-            with gzip.GzipFile(
-                fileobj=raw, mode="wb", compresslevel=writer.gzip_level, filename="", mtime=0
-            ) as out:
-                out.write(kept)
-            _fsync(raw)
+        raw = _FileOut(salvaged)
+        with gzip.GzipFile(
+            fileobj=raw,
+            mode="wb",
+            compresslevel=writer.gzip_level,
+            filename="",
+            mtime=0,
+        ) as compressed:
+            compressed.write(kept)
+        raw.close()
     elif name.endswith(".avro"):
         if not _salvage_avro(data, salvaged, writer):
             temp.unlink()
@@ -517,9 +653,8 @@ def _salvage_avro(data: bytes, target: Path, writer: ArchiveWriter) -> bool:
     if not records:
         return False
     codec: AvroBlockCodec = writer.avro_codec
-    with open(target, "wb") as raw:
-        sink = _AvroSink(raw, avro, codec)
-        for record in records:
-            sink.write(record)
-        sink.close()
+    sink = _AvroSink(_FileOut(target), avro, codec)
+    for record in records:
+        sink.write(record)
+    sink.close()
     return True

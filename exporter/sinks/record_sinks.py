@@ -144,14 +144,27 @@ class RecordSinks:
                 roll_bytes=cfg.archive_roll_bytes,
                 roll_seconds=cfg.archive_roll_s,
             )
+            # a record the writer took is in memory until its file's bytes reach the OS:
+            # only that says the archive works again
             self._guard(
                 "archive",
                 self.write_archive,
                 f"free space in {cfg.archive_dir} or check its permissions",
+                recovered_by_flush=True,
             )
 
-    def _guard(self, name: str, write: Callable[[AnyRecord], None], advice: str) -> None:
-        self.guards.append(GuardedSink(name, write, advice, clock_ms=self.clock_ms))
+    def _guard(
+        self,
+        name: str,
+        write: Callable[[AnyRecord], None],
+        advice: str,
+        recovered_by_flush: bool = False,
+    ) -> None:
+        self.guards.append(
+            GuardedSink(
+                name, write, advice, clock_ms=self.clock_ms, recovered_by_flush=recovered_by_flush
+            )
+        )
 
     def guard(self, name: str) -> GuardedSink:
         return next(guard for guard in self.guards if guard.name == name)
@@ -173,7 +186,7 @@ class RecordSinks:
     def write_archive(self, record: AnyRecord) -> None:
         if self._archived_skip and self._archived_skip.take(record.partition, record.offset):
             return  # archived before the crash
-        self.archive.write(self._canonical.to_dict(record))
+        self.archive.write(self._canonical.to_dict(record), (record.partition, record.offset))
         self.stats.archive_records_total += 1
 
     def write_log_ends(self, time_ms: int, offsets: Mapping[tuple[str, int], int | None]) -> None:
@@ -271,10 +284,14 @@ class RecordSinks:
         for guard in self.guards:
             guard.retry()
         if self.archive is not None:
+            # the files' bytes to the OS (and the files that are due rolled): what a full
+            # disk refuses stays in the writer, and is tried again next second
             try:
-                self.archive.roll_expired()
+                self.archive.flush()
             except Exception as error:
                 self.guard("archive").note_failure(error)
+            else:
+                self.guard("archive").note_success()
 
     def forget(self) -> None:
         """The state is rebuilt from the start of the topic: everything is read and written
@@ -290,13 +307,18 @@ class RecordSinks:
     def checkpoint_positions(self, positions: dict[int, int]) -> dict[int, int]:
         """`positions` capped where a sink has not surely taken every record before them.
 
-        Raises when the archive cannot be made durable (the checkpoint then fails and is
-        retried). The producer's reports are served without waiting: a record whose
-        delivery is not confirmed yet holds its partition's position back until a later
-        checkpoint, which is correct and never blocks the main loop."""
+        An archive that cannot be made durable (a full disk) fails as the archive, not as
+        the checkpoint: the positions stop at its first record not surely on disk. The
+        producer's reports are served without waiting: a record whose delivery is not
+        confirmed yet holds its partition's position back until a later checkpoint, which
+        is correct and never blocks the main loop."""
         if self.archive is not None:
             # archived records up to the checkpointed positions must survive a crash
-            self.archive.flush(fsync=True)
+            try:
+                self.archive.flush(fsync=True)
+            except OSError as error:
+                self.guard("archive").note_failure(error)
+            positions = self.archive.durable_positions(positions)
         if self.publisher is not None:
             self.publisher.poll(0)
             confirmed = self.publisher.confirmed_positions()

@@ -53,6 +53,9 @@ class GuardedSink:
     #: what to do with the failure, for the message ("free space in /var/archive", ...)
     advice: str = ""
     clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    #: a sink that buffers (the archive) works again only once `note_success` says its
+    #: buffered bytes were really written, not when `write` returned
+    recovered_by_flush: bool = False
     health: SinkHealth = field(init=False)
     _backlog: deque[AnyRecord] = field(default_factory=deque)
     #: per source partition, the offset of the first record not taken (kept or dropped)
@@ -74,7 +77,7 @@ class GuardedSink:
             self._failed(error)
             self._keep(record)
             return
-        if self.health.failing_since_ms:
+        if self.health.failing_since_ms and not self.recovered_by_flush:
             self._recovered()
 
     def retry(self) -> None:
@@ -90,7 +93,7 @@ class GuardedSink:
                 break
             backlog.popleft()
         self.health.backlog = len(backlog)
-        if not backlog:
+        if not backlog and self.health.failing_since_ms and not self.recovered_by_flush:
             self._recovered()
 
     def cap_positions(self, positions: dict[int, int]) -> dict[int, int]:
@@ -106,7 +109,8 @@ class GuardedSink:
         self._failed(error, count)
 
     def note_success(self) -> None:
-        """The sink took something again (a delivery the brokers acknowledged)."""
+        """The sink really wrote again (a delivery the brokers acknowledged, the archive's
+        bytes given to the OS)."""
         if self.health.failing_since_ms and not self._backlog:
             self._recovered()
 

@@ -44,10 +44,14 @@ class DiskSwitch:
         self.full = True
         real_write = archive_module.ArchiveWriter.write
 
-        def write(writer: archive_module.ArchiveWriter, canonical: dict[str, Any]) -> None:
+        def write(
+            writer: archive_module.ArchiveWriter,
+            canonical: dict[str, Any],
+            source: tuple[int, int] | None = None,
+        ) -> None:
             if self.full:
                 raise OSError(errno.ENOSPC, "No space left on device")
-            real_write(writer, canonical)
+            real_write(writer, canonical, source)
 
         monkeypatch.setattr(archive_module.ArchiveWriter, "write", write)
 
