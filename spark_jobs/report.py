@@ -154,6 +154,12 @@ def draw_chart(timeline: DataFrame, group: str, target: Path) -> Path:
     lag.set_xlabel("time (UTC)")
     figure.autofmt_xdate()
     target.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
+    from offsetwatch.core.atomic import atomic_write
+
+    try:
+        # a temporary name, then renamed: a failure never leaves a cut picture
+        with atomic_write(target) as out:
+            figure.savefig(out, dpi=100, format=target.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(figure)
     return target

@@ -71,10 +71,15 @@ def package_root() -> Path:
 
 
 def build_package_zip(target_dir: Path) -> Path:
-    """Zip the `offsetwatch` package (following the symlinked folders) for `addPyFile`."""
+    """Zip the `offsetwatch` package (following the symlinked folders) for `addPyFile`.
+
+    Written under a temporary name and renamed: a failure (a full disk) leaves no cut zip
+    under the final name, and an older zip there stays whole."""
+    from offsetwatch.core.atomic import atomic_write
+
     root = package_root()
     target = target_dir / PACKAGE_ZIP
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    with atomic_write(target) as out, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for directory, dirnames, filenames in os.walk(root, followlinks=True):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):

@@ -224,8 +224,11 @@ def _out(text: str, path: str | None = None) -> None:
     if not path:
         sys.stdout.write(text)
         return
+    from offsetwatch.core.atomic import write_text_atomic
+
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        # a temporary name, then renamed: a full disk never leaves a cut plan or export
+        write_text_atomic(path, text)
     except OSError as error:
         raise UsageError(f"-o {path}: cannot write it: {error.strerror}") from None
 

@@ -40,9 +40,16 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offsetwatch.spark_jobs.session import build_package_zip
+    from offsetwatch.spark_jobs.session import PACKAGE_ZIP, build_package_zip
 
     if not args.out.is_dir():
         raise UsageError(f"--out {args.out} is not a directory: create it first")
-    print(build_package_zip(args.out))
+    try:
+        print(build_package_zip(args.out))
+    except OSError as error:
+        target = args.out / PACKAGE_ZIP
+        raise UsageError(
+            f"cannot write {target}: {error.strerror or error}; nothing was left under that "
+            "name: free space there or choose another --out"
+        ) from None
     return 0

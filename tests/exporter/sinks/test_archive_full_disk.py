@@ -2,15 +2,12 @@
 written only once it is on disk, so no checkpoint passes a record that was only in a buffer,
 and the failure is the archive's, naming its file.
 
-Mounting needs root (CAP_SYS_ADMIN): elsewhere the tests skip, and fail under CI=true."""
+Mounting needs root (CAP_SYS_ADMIN): elsewhere the tests skip, and fail under CI=true
+(tests/full_disk.py)."""
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,9 +18,11 @@ from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks
 from offsetwatch.exporter.sinks.resume_dedup import scan_archive
 from offsetwatch.exporter.stats import PipelineStats
+from tests.full_disk import fill, small_disk
+
+__all__ = ["small_disk"]  # the fixture
 
 ZERO_UUID = "A" * 22
-DISK_BYTES = 1 << 20
 #: ~600 KB of JSON lines: more than a nearly full disk takes, less than the empty one
 RECORDS = 1000
 
@@ -39,40 +38,6 @@ def commit(partition: int, offset: int) -> Record:
         offset=offset,
         timestamp=timestamp,
     )
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        message = f"cannot mount a tmpfs (needs root): {done.stderr.strip() or done.returncode}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill(disk: Path, leave: int) -> Path:
-    """A file taking all the space but `leave` bytes (tmpfs counts whole pages)."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
-    size = filler.stat().st_size
-    os.truncate(filler, max(0, size - leave))
-    return filler
 
 
 def archived(directory: Path) -> set[int]:
