@@ -762,6 +762,14 @@ def _from_text(setting: _Setting, text: str, source: str) -> Any:
     """A setting's value from environment/command-line text ('' = off when optional)."""
     if setting.optional and text == "":
         return None
+    if text.strip() == "" and setting.kind in ("str", "path"):
+        # an empty value is never a choice of its own: '' as --http-host bound every
+        # interface while the log said 127.0.0.1
+        raise ConfigError(
+            f"{setting.flag} must not be empty (got {text!r} from {source}): give a value, "
+            "or leave it out for the default"
+            + (" (0.0.0.0 listens on every interface)" if setting.name == "http_host" else "")
+        )
     try:
         return _PARSERS[setting.kind](text)
     except ValueError:
@@ -780,6 +788,11 @@ def _from_toml(setting: _Setting, value: Any, source: str) -> Any:
     )
     if not ok:
         raise ConfigError(f"{setting.name} in {source} must be {_KIND_WORDS[kind]} (got {value!r})")
+    if kind in ("str", "path") and not setting.optional and value.strip() == "":
+        raise ConfigError(
+            f"{setting.name} in {source} must not be empty: give a value, or leave it out "
+            "for the default"
+        )
     if kind == "path":
         return Path(value) if value else None
     if kind == "float":

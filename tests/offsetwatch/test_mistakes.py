@@ -143,6 +143,20 @@ MISTAKES: dict[str, Mistake] = {
         ],
         ("-X ssl.ca.location",),
     ),
+    "export an empty --http-host": Mistake(
+        ["export", "--bootstrap-server", CLOSED, "--http-host", ""],
+        ("--http-host must not be empty", "0.0.0.0 listens on every interface"),
+    ),
+    "export an empty variable": Mistake(
+        ["export", "--bootstrap-server", CLOSED],
+        ("--http-host must not be empty", "OFFSETWATCH_HTTP_HOST"),
+        env={"OFFSETWATCH_HTTP_HOST": ""},
+    ),
+    "export an empty setting in the file": Mistake(
+        ["export", "--config", "{dir}/offsetwatch.toml"],
+        ("offsets_topic in", "offsetwatch.toml must not be empty"),
+        files={"offsetwatch.toml": b'bootstrap_servers = "127.0.0.1:1"\noffsets_topic = ""\n'},
+    ),
     "export -X unknown property": Mistake(
         ["export", "--bootstrap-server", CLOSED, "-X", "nosuch.prop=1"], ("-X nosuch.prop",)
     ),
