@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from offsetwatch.commands import UsageError
 from offsetwatch.commands._offset_common import (
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
     from offsetwatch.offset_ops.broker import OffsetBroker
     from offsetwatch.offset_ops.describe import GroupReport
+    from offsetwatch.offset_ops.exporter_client import ExporterClient
 
 DESCRIPTION = """\
 Look at consumer groups, classic and KIP-848 (group.protocol=consumer) alike: their state,
@@ -83,16 +86,15 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         epilog=LIST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    listing.add_argument(
-        "--exporter",
-        metavar="URL",
-        help="a running `offsetwatch export` (http://host:9380): adds the share and streams "
+    _add_exporter(
+        listing,
+        "a running `offsetwatch export` (http://host:9380): adds the share and streams "
         "groups it knows",
     )
     _add_format(listing)
     add_connection(listing)
     listing.set_defaults(handler=run_list, command_parser=listing)
-    env_defaults(listing, keep=frozenset({"exporter"}))
+    env_defaults(listing, keep=_EXPORTER_DESTS)
 
     describe = nested.add_parser(
         "describe",
@@ -119,16 +121,15 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="TOPIC",
         help="only these topics (repeatable)",
     )
-    describe.add_argument(
-        "--exporter",
-        metavar="URL",
-        help="a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS, "
+    _add_exporter(
+        describe,
+        "a running `offsetwatch export` (http://host:9380): adds LAG-SECONDS and STATUS, "
         "and a group's cause and reason when it is not OK; describes share groups",
     )
     _add_format(describe)
     add_connection(describe)
     describe.set_defaults(handler=run_describe, command_parser=describe)
-    env_defaults(describe, keep=frozenset({"exporter"}))
+    env_defaults(describe, keep=_EXPORTER_DESTS)
     parser.set_defaults(handler=lambda _args: _usage(parser))
     return parser
 
@@ -138,6 +139,74 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+#: the --exporter options, which OFFSETWATCH_EXPORTER_* variables may set too
+_EXPORTER_DESTS: Final = frozenset(
+    {
+        "exporter",
+        "exporter_ca",
+        "exporter_cert",
+        "exporter_key",
+        "exporter_user",
+        "exporter_password_file",
+    }
+)
+
+
+def _add_exporter(parser: argparse.ArgumentParser, what: str) -> None:
+    group = parser.add_argument_group("exporter (--exporter and how to reach a secured one)")
+    group.add_argument("--exporter", metavar="URL", help=what)
+    group.add_argument(
+        "--exporter-ca", type=Path, metavar="FILE", help="CA certificate(s) of its TLS server"
+    )
+    group.add_argument(
+        "--exporter-cert",
+        type=Path,
+        metavar="FILE",
+        help="client certificate (PEM, with its key unless --exporter-key)",
+    )
+    group.add_argument("--exporter-key", type=Path, metavar="FILE", help="the client key (PEM)")
+    group.add_argument("--exporter-user", metavar="NAME", help="basic-auth user")
+    group.add_argument(
+        "--exporter-password-file",
+        type=Path,
+        metavar="FILE",
+        help="basic-auth password (first line), else OFFSETWATCH_EXPORTER_PASSWORD; never "
+        "in the URL",
+    )
+
+
+def exporter_client(args: argparse.Namespace) -> ExporterClient | None:
+    """The client of `--exporter`, its URL and files checked (before any other work)."""
+    if not getattr(args, "exporter", None):
+        return None
+    from offsetwatch.offset_ops import OffsetOpsError
+    from offsetwatch.offset_ops.exporter_client import (
+        PASSWORD_ENV,
+        ExporterAccess,
+        ExporterClient,
+        read_password,
+    )
+
+    try:
+        password = (
+            read_password(args.exporter_password_file)
+            if args.exporter_password_file is not None
+            else os.environ.get(PASSWORD_ENV)
+        )
+        return ExporterClient(
+            ExporterAccess(
+                args.exporter,
+                args.exporter_ca,
+                args.exporter_cert,
+                args.exporter_key,
+                args.exporter_user,
+                password,
+            )
+        )
+    except OffsetOpsError as error:
+        raise UsageError(str(error)) from None
+
+
 def _add_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="output (table)"
@@ -145,20 +214,24 @@ def _add_format(parser: argparse.ArgumentParser) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    return list_groups(args, broker_from_args(args))
+    client = exporter_client(args)
+    return list_groups(args, broker_from_args(args), client)
 
 
-def list_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
+def list_groups(
+    args: argparse.Namespace, broker: OffsetBroker, client: ExporterClient | None = None
+) -> int:
     from offsetwatch.offset_ops import OffsetOpsError, Unsupported
     from offsetwatch.offset_ops.render import LISTING_HEADER, listing_rows, render
 
     try:
+        client = client or exporter_client(args)
         listings = broker.list_groups()
-        if args.exporter:
+        if client is not None:
             from offsetwatch.offset_ops.describe import exporter_groups
 
             # a streams group's commits make librdkafka list it as an empty classic group
-            extra = exporter_groups(args.exporter)
+            extra = exporter_groups(client)
             theirs = {x.group_id for x in extra}
             listings = sorted(
                 [*(x for x in listings if x.group_id not in theirs), *extra],
@@ -210,10 +283,13 @@ def _hidden_topics(broker: OffsetBroker, reports: list[GroupReport]) -> bool:
 def run_describe(args: argparse.Namespace) -> int:
     if bool(args.groups) == args.all_groups:
         raise UsageError("name the groups to describe, or give --all-groups (not both)")
-    return describe_groups(args, broker_from_args(args))
+    client = exporter_client(args)
+    return describe_groups(args, broker_from_args(args), client)
 
 
-def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
+def describe_groups(
+    args: argparse.Namespace, broker: OffsetBroker, client: ExporterClient | None = None
+) -> int:
     from offsetwatch.offset_ops import OffsetOpsError, Unsupported
     from offsetwatch.offset_ops.describe import (
         build_reports,
@@ -221,18 +297,19 @@ def describe_groups(args: argparse.Namespace, broker: OffsetBroker) -> int:
         fetch_exporter,
     )
 
+    client = client or exporter_client(args)
     try:
         if args.all_groups:
             try:
                 group_ids = [x.group_id for x in broker.list_groups()]
             except Unsupported as error:
                 raise UsageError(f"{error}: --all-groups needs it; name the groups") from None
-            if args.exporter:
-                shares = [x.group_id for x in exporter_groups(args.exporter)]
+            if client is not None:
+                shares = [x.group_id for x in exporter_groups(client)]
                 group_ids = sorted({*group_ids, *shares})
         else:
             group_ids = list(dict.fromkeys(args.groups))
-        exporter = fetch_exporter(args.exporter, group_ids) if args.exporter else None
+        exporter = fetch_exporter(client, group_ids) if client is not None else None
         reports = build_reports(broker, group_ids, args.topic, exporter)
     except OffsetOpsError as error:
         raise UsageError(str(error)) from None

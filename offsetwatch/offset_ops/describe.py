@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offsetwatch.offset_ops.broker import LATEST, OffsetBroker
 from offsetwatch.offset_ops.model import (
@@ -20,6 +16,9 @@ from offsetwatch.offset_ops.model import (
     TopicPartitionKey,
     Unsupported,
 )
+
+if TYPE_CHECKING:
+    from offsetwatch.offset_ops.exporter_client import ExporterClient
 
 
 @dataclass(slots=True, frozen=True)
@@ -239,46 +238,24 @@ def build_reports(
     return reports
 
 
-def _exporter_group(url: str, group: str) -> dict[str, Any] | None:
-    address = f"{url.rstrip('/')}/api/v1/groups/{urllib.parse.quote(group, safe='')}"
-    try:
-        with urllib.request.urlopen(address, timeout=10) as response:
-            found: dict[str, Any] = json.loads(response.read())
-            return found
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None
-        raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
-
-
-def exporter_groups(url: str) -> list[GroupListing]:
+def exporter_groups(client: ExporterClient) -> list[GroupListing]:
     """The share and streams groups a running `offsetwatch export` knows (from
     `__consumer_offsets`): confluent-kafka lists only classic and consumer groups (ListGroups
     without types)."""
-    address = f"{url.rstrip('/')}/api/v1/groups"
-    try:
-        with urllib.request.urlopen(address, timeout=30) as response:
-            groups: list[dict[str, Any]] = json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        raise OffsetOpsError(f"--exporter {url}: {address} answered {error.code}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise OffsetOpsError(f"--exporter {url}: cannot read {address}: {error}") from None
     return [
         GroupListing(
             str(g["group"]), str(g["kind"]), str(g.get("state") or "UNKNOWN").upper(), False
         )
-        for g in groups
+        for g in client.groups()
         if g.get("kind") in EXPORTER_KINDS
     ]
 
 
-def fetch_exporter(url: str, group_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def fetch_exporter(client: ExporterClient, group_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each group's /api/v1/groups/{group} from a running `offsetwatch export` (groups it has
     not seen are left out). A few requests at a time: --all-groups may name thousands."""
     with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = pool.map(lambda group: _exporter_group(url, group), group_ids)
+        answers = pool.map(client.group, group_ids)
         return {
             group: answer
             for group, answer in zip(group_ids, answers, strict=True)

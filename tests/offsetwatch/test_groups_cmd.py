@@ -131,8 +131,8 @@ class _ExporterApi(http.server.BaseHTTPRequestHandler):
         found = self.path == "/api/v1/groups/g1"
         self.send_response(200 if found else 404)
         self.end_headers()
-        if found:
-            self.wfile.write(self.body)
+        # the exporter's own 404 is JSON: a bare one is a server that is not an exporter
+        self.wfile.write(self.body if found else b'{"error": "unknown group"}')
 
     def log_message(self, *args: object) -> None:
         pass
