@@ -112,6 +112,12 @@ class OffsetOutOfRange:
     log_end_offset: int | None
     reason: str
 
+    def __str__(self) -> str:
+        return (
+            f"partition {self.partition}: position {self.requested_offset} is out of range "
+            f"({self.reason}; the log holds {self.log_start_offset}-{self.log_end_offset})"
+        )
+
 
 @dataclass(slots=True, frozen=True)
 class PartitionsAssigned:
@@ -140,6 +146,9 @@ class ClusterChanged:
 
     previous: str
     current: str
+
+    def __str__(self) -> str:
+        return f"the cluster is now {self.current}, not {self.previous}"
 
 
 SourceEvent: TypeAlias = (

@@ -841,3 +841,18 @@ def test_consume_rate(cluster: MockCluster, capsys: pytest.CaptureFixture[str]) 
     with capsys.disabled():
         print(f"\n  source read {count} records in {elapsed:.2f}s = {count / elapsed:,.0f}/s")
     assert count / elapsed > 10_000  # a floor far below the ~150k/s measured: CI is shared
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        (ClusterChanged("old-id", "new-id"), "the cluster is now new-id, not old-id"),
+        (
+            OffsetOutOfRange(3, 120, 200, 900, "before-log-start"),
+            "partition 3: position 120 is out of range (before-log-start; the log holds 200-900)",
+        ),
+    ],
+)
+def test_events_that_reach_a_log_line_read_as_sentences(event: object, said: str) -> None:
+    """The share-state reader logs these events as they are: never a dataclass repr."""
+    assert str(event) == said
