@@ -373,10 +373,18 @@ def test_a_stalled_instance_is_blamed_by_its_tasks(
             return None
         # each partition is judged on its own window: wait until all of stall-a's are stuck
         blamed_parts = {p["partition"] for s in d["diagnosis"]["suspects"] for p in s["partitions"]}
-        return d if blamed_parts >= set(stalled_parts) else None
+        # and until stall-b has worked off its share of the burst: on a loaded machine its JVM
+        # can take longer than the 5 s window, and then blaming it too is the right answer
+        others_done = all(
+            r["lag"] == 0
+            for r in d["partitions"]
+            if r["topic"] == app.source and r["partition"] not in stalled_parts
+        )
+        return d if blamed_parts >= set(stalled_parts) and others_done else None
 
     stuck = _until(blamed, lambda: str(watched.detail(app.application_id)), watched.step)
     diagnosis = stuck["diagnosis"]
+    assert len(diagnosis["suspects"]) == 1, stuck
     (suspect,) = diagnosis["suspects"]
     assert suspect["member_id"] == stalled["member_id"]
     assert suspect["tasks"] == [f"0_{p}" for p in stalled_parts]
