@@ -68,6 +68,7 @@ from offsetwatch.core.connection import (
     check_client_config,
     kafka_property_name,
 )
+from offsetwatch.core.empty_values import empty_means_off
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.durations import MAX_WAIT_S
@@ -532,6 +533,9 @@ def _fail(name: str, message: str) -> ConfigError:
     return ConfigError(f"{_BY_NAME[name].flag if name in _BY_NAME else name} {message}")
 
 
+_ROLL_BYTES_MAX: Final = 2**63 - 1
+
+
 def _validate(config: ExporterConfig) -> None:
     servers = [s.strip() for s in config.bootstrap_servers.split(",") if s.strip()]
     if not servers:
@@ -641,9 +645,12 @@ def _validate(config: ExporterConfig) -> None:
             "archive_gzip",
             "only applies to --archive-format jsonl (Avro files compress their blocks)",
         )
-    if config.archive_roll_bytes < 1024:
+    if not 1024 <= config.archive_roll_bytes <= _ROLL_BYTES_MAX:
+        # past int64 it is no size a file can reach: the count of bytes written overflows
+        # nothing in Python, but the metric and the Spark reader's offsets are int64
         raise _fail(
-            "archive_roll_bytes", f"must be at least 1024 (got {config.archive_roll_bytes})"
+            "archive_roll_bytes",
+            f"must be 1024 to {_ROLL_BYTES_MAX} (got {config.archive_roll_bytes})",
         )
     for key, value in config.kafka_properties.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key:
@@ -706,13 +713,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 help=help_text,
             )
             continue
-        group.add_argument(
-            setting.flag,
-            dest=setting.name,
-            metavar=setting.metavar,
-            choices=_ci_choices(setting.choices) if setting.choices else None,
-            default=None,
-            help=help_text,
+        # '' is read by _from_text: off for an optional setting, refused with the setting's
+        # own hint for the others (from flags, variables and the file alike)
+        empty_means_off(
+            group.add_argument(
+                setting.flag,
+                dest=setting.name,
+                metavar=setting.metavar,
+                choices=_ci_choices(setting.choices) if setting.choices else None,
+                default=None,
+                help=help_text,
+            )
         )
 
 

@@ -24,7 +24,9 @@ from offsetwatch.commands import (
     UsageError,
     option_env_names,
     registrars,
+    reserved_env,
 )
+from offsetwatch.core.environment import stray_variable_error, stray_variables
 from offsetwatch.offset_ops.model import OutcomeUnknown
 
 EXIT_OK = 0
@@ -126,6 +128,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         if env_errors:
             raise UsageError("; ".join(env_errors))
+        options = reserved_env(args)
+        stray = stray_variables(os.environ, options)
+        if stray:
+            raise UsageError(stray_variable_error(stray, options))
         code: int = handler(args)
         return code
     except UsageError as error:

@@ -46,6 +46,7 @@ from offsetwatch.core.connection import (
     ENV_KAFKA_PREFIX,
     kafka_properties_from_env,
 )
+from offsetwatch.core.empty_values import EMPTY_VALUE, empty_means_off, takes_empty
 from offsetwatch.durations import MAX_WAIT_S
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 __all__ = [
+    "BOUNDS",
+    "EMPTY_VALUE",
     "ENV_KAFKA_PREFIX",
     "ENV_PREFIX",
     "INT32_MAX",
@@ -63,6 +66,7 @@ __all__ = [
     "Repeat",
     "UsageError",
     "apply_env_defaults",
+    "empty_means_off",
     "env_names",
     "integer",
     "kafka_properties_from_env",
@@ -71,6 +75,7 @@ __all__ = [
     "registrars",
     "reserved_env",
     "seconds",
+    "takes_empty",
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
@@ -87,9 +92,26 @@ class OneLineParser(argparse.ArgumentParser):
     default prints the whole usage block first); subcommands' parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
+        env_errors = self._defaults.get("env_errors")
+        if env_errors:
+            # a bad variable of this command comes first: it may be why the parse failed
+            # (OFFSETWATCH_LAKE= leaves --lake unset, and "--lake is required" would mislead)
+            self.exit(2, f"offsetwatch: error: {'; '.join(env_errors)}\n")
         self.exit(2, f"offsetwatch: error: {message} (see {self.prog} --help)\n")
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if (
+            action.option_strings
+            and action.nargs != 0
+            and not takes_empty(action)
+            and any(not text.strip() for text in arg_strings)
+        ):
+            raise argparse.ArgumentError(action, EMPTY_VALUE)
+        return super()._get_values(action, arg_strings)
 
+
+#: the (low, high) range of an `integer` or `seconds` type, for the generated misuse tests
+BOUNDS: Final = "bounds"
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
 
@@ -110,6 +132,7 @@ def integer(low: int, high: int, what: str = "") -> Callable[[str], int]:
         return value
 
     parse.__name__ = "integer"  # argparse names the type in "invalid <name> value" messages
+    setattr(parse, BOUNDS, (low, high))
     return parse
 
 
@@ -129,6 +152,7 @@ def seconds(low: float, high: float = MAX_WAIT_S) -> Callable[[str], float]:
         return value
 
     parse.__name__ = "seconds"
+    setattr(parse, BOUNDS, (low, high))
     return parse
 
 
@@ -253,12 +277,21 @@ def apply_env_defaults(
             continue
         text = env[name]
         try:
+            if (
+                not text.strip()
+                and action.nargs is None
+                and not isinstance(action, Repeat | argparse._AppendAction)
+                and not takes_empty(action)
+            ):
+                raise ValueError("must not be empty: unset it, or give a value")
             if isinstance(action, argparse.BooleanOptionalAction):
                 value: Any = _flag(text)
             elif action.nargs == 0:
                 value = action.const if _flag(text) else action.default
             elif isinstance(action, Repeat | argparse._AppendAction) or action.nargs in ("*", "+"):
                 value = [_convert(action, part) for part in _split(text)]
+                if not value:
+                    continue  # an empty list is no filter at all: the same as unset
             else:
                 value = _convert(action, text)
         except (ValueError, TypeError, argparse.ArgumentTypeError) as error:

@@ -203,6 +203,9 @@ MIN_TIMEOUT_S: Final = 0.1
 parse_timeout: Final = seconds(MIN_TIMEOUT_S)
 
 
+MAX_BATCH_BYTES: Final = 64 << 30
+
+
 def parse_size(text: str) -> int:
     """A byte count: 268435456, 256MiB, 1GiB, 64MB."""
     units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
@@ -220,6 +223,9 @@ def parse_size(text: str) -> int:
         ) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive byte count, got {text!r}")
+    if value > MAX_BATCH_BYTES:
+        # a bound on what one batch may inflate to in memory: past this it bounds nothing
+        raise argparse.ArgumentTypeError(f"{text} is more than the most, 64GiB")
     return value
 
 
