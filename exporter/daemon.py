@@ -39,6 +39,7 @@ from types import FrameType
 from typing import Final
 
 from offsetwatch.core.acl_hints import grant_line
+from offsetwatch.core.atomic import writable_target
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
@@ -100,6 +101,15 @@ def _check_writable_file(path: Path, flag: str) -> None:
             f"{path / 'offsetwatch.ckpt'}"
         )
     _check_writable_dir(path.parent, f"{flag} {path}: its directory")
+    try:
+        target, in_place = writable_target(path)
+    except OSError as error:
+        raise type(error)(f"{flag} {path}: {error.strerror}; choose another path") from None
+    if in_place:
+        # reading /dev/full never ends, a FIFO blocks, /dev/null keeps nothing: a checkpoint
+        # must be a file that holds what was written and gives it back
+        raise OSError(f"{flag} {path} is no regular file: give the path of a file")
+    _check_writable_dir(target.parent, f"{flag} {path}: its directory")
 
 
 def _compile(pattern: str | None) -> re.Pattern[str] | None:

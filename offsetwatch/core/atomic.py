@@ -4,12 +4,19 @@ The content goes to a temporary file beside the target (the same file system, so
 is atomic), is fsynced, renamed over the target, and then the directory is fsynced so the
 rename itself survives a power loss. Temporary names are hidden (`.NAME.PID.NS.tmp`): Spark,
 Hive and Hadoop skip dot files, and a concurrent writer of the same target never shares one.
+
+What the name already is decides how it is written (`writable_target`): a symlink is
+followed (the link stays, its target gets the content), a device, FIFO or socket is written in
+place (a rename would put a file where /dev/null was, as root), a directory is refused before
+anything is written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +39,30 @@ def fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def writable_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """The file to write for `target`, and whether to write it in place (not a regular file:
+    /dev/null, /dev/stdout, a FIFO). Raises OSError naming `target` for a directory, a
+    symlink loop or a directory that does not exist, before any work is done."""
+    given = Path(target)
+    try:
+        # strict, to find a loop; a dangling link is followed to the file it will create
+        resolved = Path(os.path.realpath(given, strict=True))
+    except FileNotFoundError:
+        resolved = Path(os.path.realpath(given))
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(given)) from None
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        parent = resolved.parent
+        if not parent.is_dir():
+            raise OSError(errno.ENOENT, "its directory does not exist", str(given)) from None
+        return resolved, False
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory: give a file name", str(given))
+    return resolved, not stat.S_ISREG(mode)
 
 
 def _temp_prefix(target: Path) -> str:
@@ -80,7 +111,13 @@ def atomic_write(
 
 
 @contextlib.contextmanager
-def _atomic_write(target: Path, mode: Literal["w", "wb"]) -> Iterator[IO[bytes] | IO[str]]:
+def _atomic_write(given: Path, mode: Literal["w", "wb"]) -> Iterator[IO[bytes] | IO[str]]:
+    target, in_place = writable_target(given)
+    if in_place:
+        with open(target, mode, encoding="utf-8") if mode == "w" else open(target, "wb") as stream:
+            yield stream
+            stream.flush()
+        return
     temp = target.with_name(
         f"{_temp_prefix(target)}{os.getpid()}.{time.monotonic_ns()}{_TMP_SUFFIX}"
     )

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -677,3 +679,39 @@ def test_live_follow_in_the_real_script(
     err = process.stderr.read()
     assert process.returncode == 0, err
     assert err == b""
+
+
+def test_what_the_output_name_already_is_decides_how_it_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o to a directory or a symlink loop is refused before any decoding; a symlink keeps
+    pointing where it did; a FIFO is streamed to, never renamed over (as /dev/null would be,
+    as root)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    for bad in (tmp_path, loop):
+        assert main(["decode", str(SAMPLE), "-o", str(bad)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and f"--output {bad}" in err, err
+    assert not list(tmp_path.glob("*.partial"))
+
+    real = tmp_path / "real.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real.name)
+    assert main(["decode", str(SAMPLE), "-o", str(link)]) == 0
+    assert link.is_symlink() and real.read_text().count("\n") > 0
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as stream:
+            got.append(stream.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert main(["decode", str(SAMPLE), "-o", str(fifo)]) == 0
+    reader.join(10)
+    assert got == [real.read_bytes()]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -554,3 +555,23 @@ def test_decode_names_unreadable_inputs_and_decodes_the_rest(
         "offsetwatch: locked.jsonl: cannot read it (Permission denied): skipped; "
         "check its permissions\n"
     )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/null", "loop"])
+def test_export_refuses_a_checkpoint_that_can_hold_nothing(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reading a FIFO blocked the exporter for ever and /dev/full fed it zeros without end;
+    /dev/null took every checkpoint and gave nothing back. Refused at start, naming it."""
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        path.symlink_to("loop")
+    else:
+        path = Path(kind)
+    argv = ["export", "--bootstrap-server", CLOSED, "--http-port", "0"]
+    assert main([*argv, "--checkpoint-path", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoint-path {path}" in err and "Traceback" not in err, err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

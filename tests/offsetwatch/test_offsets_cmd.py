@@ -394,4 +394,6 @@ def test_export_to_an_unwritable_file(
     target = tmp_path / "missing" / "g1.csv"
     code, _, err = run(capsys, cluster, "offsets", "export", "--group", "g1", "-o", str(target))
     assert code == 2
-    assert err == f"offsetwatch: error: -o {target}: cannot write it: No such file or directory\n"
+    assert err == (
+        f"offsetwatch: error: -o {target}: cannot write it: its directory does not exist\n"
+    )

@@ -336,7 +336,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format", choices=FORMATS, default="json", help="output format (%(default)s)"
     )
     output.add_argument(
-        "-o", "--output", metavar="FILE", help="write to FILE instead of standard output"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE instead of standard output: FILE.partial while decode runs (with "
+        "--follow, until it stops), renamed to FILE when it ends, also on the first Ctrl-C "
+        "or SIGTERM; a write error or a kill leaves FILE.partial. A device or FIFO is "
+        "written in place",
     )
     output.add_argument(
         "--progress",

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from typing import IO, TYPE_CHECKING, Any
 
 from offsetwatch.commands import UsageError
+from offsetwatch.core.atomic import writable_target
 
 if TYPE_CHECKING:
     from offsetwatch.commands.decode.loop import Reporter
@@ -42,7 +43,15 @@ class OutputFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.partial = f"{path}.partial"
+        try:
+            # a symlink's target gets the file; /dev/null or a FIFO is written in place
+            target, in_place = writable_target(path)
+        except OSError as error:
+            raise UsageError(
+                f"cannot write --output {path}: {error.strerror}; choose another --output"
+            ) from None
+        self.target = str(target)
+        self.partial = self.target if in_place else f"{target}.partial"
         try:
             # closed by complete() or abandon(): the file outlives this constructor
             self._file: IO[bytes] = open(self.partial, "wb")  # noqa: SIM115
@@ -75,7 +84,8 @@ class OutputFile:
         """Close and rename to the final name: the file is whole."""
         try:
             self._file.close()
-            os.replace(self.partial, self.path)
+            if self.partial != self.target:
+                os.replace(self.partial, self.target)
         except OSError as error:
             raise self.failed(error) from None
 
@@ -91,10 +101,14 @@ class OutputFile:
         return self._file
 
     def failed(self, error: OSError) -> OutputError:
+        kept = (
+            f"what was written so far is in {self.partial} (incomplete)"
+            if self.partial != self.target
+            else "it is no regular file, so nothing was kept"
+        )
         return OutputError(
-            f"cannot write {self.path}: {error.strerror or error}; what was written so far is "
-            f"in {self.partial} (incomplete); free space or choose another --output, then run "
-            "again"
+            f"cannot write {self.path}: {error.strerror or error}; {kept}; free space or "
+            "choose another --output, then run again"
         )
 
 
