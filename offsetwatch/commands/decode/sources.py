@@ -12,6 +12,7 @@ import sys
 from collections.abc import Collection, Mapping
 from contextlib import ExitStack, closing
 from pathlib import Path
+from typing import Final
 
 from offsetwatch import decode_inputs as inputs
 from offsetwatch.commands import UsageError
@@ -21,6 +22,8 @@ from offsetwatch.core.connection import (
     kafka_config_origins,
     probe_cluster,
 )
+from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 
 
 def open_source(
@@ -38,6 +41,10 @@ def open_source(
         source.open()
         return source
     return stack.enter_context(closing(_file_source(kind, args)))
+
+
+#: the topics decode reads by design
+INTERNAL_TOPICS: Final = (OFFSETS_TOPIC, SHARE_STATE_TOPIC)
 
 
 def _input_kind(args: argparse.Namespace, kafka: Mapping[str, str]) -> str:
@@ -101,6 +108,13 @@ def _topic_source(
 ) -> inputs.TopicSource:
     if args.paths:
         raise UsageError("the live topic takes no PATH (did you mean --input segments?)")
+    if args.topic not in INTERNAL_TOPICS:
+        # a copy of __consumer_offsets (MirrorMaker's) is a real use; a data topic is a typo
+        sys.stderr.write(
+            f"offsetwatch: note: --topic {args.topic} is not {' or '.join(INTERNAL_TOPICS)}: "
+            "its records are decoded as offsets records (a copy of the topic decodes; a data "
+            "topic's records end as decode errors)\n"
+        )
     config = inputs.client_config(None, args.isolation, kafka.items())
     if "bootstrap.servers" not in config:
         raise UsageError("the live topic needs --bootstrap-server HOST:PORT")
