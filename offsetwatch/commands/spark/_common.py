@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import INT32_MAX, Repeat, UsageError, integer
@@ -130,3 +132,20 @@ def session_from_args(
     from offsetwatch.spark_jobs.session import get_session
 
     return get_session(settings_from_args(args, app_name, extra_conf))
+
+
+def output_directory(path: Path, flag: str = "--out") -> None:
+    """Check, before a Spark job of minutes, that its results can be written under `path`
+    (created when missing): a file given as the directory was found only when the job was
+    done, and its result lost."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path} is a file: give a directory (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # a real write: access() says yes to root on a read-only filesystem
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".offsetwatch-probe-"):
+            pass
+    except OSError as error:
+        raise UsageError(
+            f"cannot write in {flag} {path}: {error.strerror or error}; choose a writable directory"
+        ) from None

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from offsetwatch.commands import UsageError, apply_env_defaults, seconds
-from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.commands.spark._common import (
+    add_spark_options,
+    output_directory,
+    session_from_args,
+)
 from offsetwatch.durations import parse_duration_ms
 from offsetwatch.instants import instant_or_ago_ms
 
@@ -157,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if args.out is not None:
+        output_directory(args.out)
     spark = session_from_args(args, "analyze")
     tables = {name: _read_table(spark, args.lake, name, until) for name in lake_schema.LAKE_TABLES}
     result = analyze(

@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError, apply_env_defaults
-from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.commands.spark._common import (
+    add_spark_options,
+    output_directory,
+    session_from_args,
+)
 from offsetwatch.instants import instant_or_ago_ms
 
 if TYPE_CHECKING:
@@ -63,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--lake {args.lake} holds no lake: build it with offsetwatch spark compact"
         )
+    if args.out is not None:
+        output_directory(args.out)
     try:
         spark = session_from_args(args, "report")
         report = build_report(spark, args.lake, args.group, start, args.out)
