@@ -178,8 +178,9 @@ class ShareQueue:
             elif self.behaviour == "share-lagging":
                 self.start[p] = min(float(end), self.start[p] + 0.5 * self.rate)
             start = int(self.start[p])
+            batches = _below(end, self._batches(p, start))
             write_state(*self.records.snapshot(
-                self.group, self.topic, p, self.epoch, start, self._batches(p, start)))  # fmt: skip
+                self.group, self.topic, p, self.epoch, start, batches))  # fmt: skip
 
     def _batches(self, partition: int, start: int) -> list[tuple[int, int, int, int]]:
         if self.behaviour == "share-poison":
@@ -192,6 +193,16 @@ class ShareQueue:
             return [(start, start + 4, AVAILABLE, 1), (start + 5, start + 9, ACKNOWLEDGED, 1)]
         # stuck and stopped: records released once and never taken again
         return [(start, start + 9, AVAILABLE, 1)]
+
+
+def _below(end: int, batches: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """Only records that exist: a broker keeps no state for offsets past the log end (a
+    young topic has fewer than a queue's in-flight records)."""
+    return [
+        (first, min(last, end - 1), count, state)
+        for first, last, count, state in batches
+        if first < end
+    ]
 
 
 def create_share_topic(create_topic: Callable[[str, int], None]) -> None:

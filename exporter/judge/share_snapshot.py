@@ -158,7 +158,9 @@ def _row(
     seconds = math.nan
     status = Status.ERR
     if history is not None and latest is not None:
-        log_end = latest[1]
+        # the state proves records up to its last batch exist: a sample older than the
+        # snapshot is a log end at least that far, never a negative lag
+        log_end = max(latest[1], start, *(b[1] + 1 for b in state.batches))
         # start -1: Kafka has not persisted the partition's state yet (acquired records are
         # not persisted); count from offset 0, not from -1 (one more than the whole log)
         lag = max(0, log_end - max(start, 0) - acknowledged - archived)

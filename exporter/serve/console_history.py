@@ -117,6 +117,10 @@ def _log_end_total(group: GroupSnapshot) -> int:
     for rows in group.topics:
         ends = rows.log_end
         total += sum(ends) + ends.count(-1)
+    if group.share is not None:
+        # a share group's log ends are its share partitions' (it commits no offsets): without
+        # them its chart plotted consumed positions of 0 - lag, below zero
+        total += sum(row.log_end for row in group.share.partitions if row.log_end >= 0)
     return total
 
 

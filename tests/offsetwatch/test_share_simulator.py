@@ -84,3 +84,19 @@ def test_stuck_and_stopped_queues_write_their_state_once() -> None:
         view = GroupViews().view(state.groups["q"])
         assert len(view.members) == members
         assert view.state == ("STABLE" if members else "EMPTY")
+
+
+def test_no_queue_keeps_state_past_the_log_end() -> None:
+    """A young topic holds fewer records than a queue's in-flight window: the demo showed
+    batches past the log end, which no broker can write (issue 31 item 5)."""
+    for behaviour in ("share-poison", "share-lagging", "share-stuck", "share-stopped"):
+        for ends in ([0], [3], [12], [25, 31], [100, 140]):
+            _, store = _run(behaviour, ends)
+            for partition in store.partitions.values():
+                end = ends[-1] if behaviour in ("share-poison", "share-lagging") else ends[0]
+                assert all(last < end for _, last, _, _ in partition.batches), (
+                    behaviour,
+                    ends,
+                    partition.batches,
+                )
+                assert partition.start_offset <= end

@@ -379,6 +379,25 @@ def test_share_group_detail_equals_the_api_for_a_stuck_queue(
     expect(page.locator("#diagnosis")).to_contain_text("stuck_member")
 
 
+@pytest.mark.parametrize("group", sorted(SHARE_STATUS))
+def test_a_share_group_page_shows_only_what_can_exist(
+    page: Any, demo: tuple[DemoStack, str], group: str
+) -> None:
+    """No in-flight batch past its partition's log end, and the history chart's consumed
+    position (log end - lag) never below zero: the demo showed both (issue 31 item 5)."""
+    _, url = demo
+    page.goto(url + f"/groups/{group}")
+    expect(page.locator("#share-partitions tbody tr").first).to_be_visible(timeout=WAIT_MS)
+    share = page.request.get(url + f"/api/v1/groups/{group}").json()["share"]
+    for part in share["partitions"]:
+        assert all(b["last_offset"] < part["log_end"] for b in part["in_flight"]), part
+        assert part["lag"] >= 0
+    expect(page.locator("figure svg").first).to_be_visible(timeout=WAIT_MS)
+    history = page.request.get(url + f"/api/v1/groups/{group}/history").json()
+    assert history["consumed"] and min(history["consumed"]) >= 0, history
+    assert all(c <= e for c, e in zip(history["consumed"], history["log_end"], strict=True))
+
+
 # ------------------------------------------------------------------------------ live
 
 

@@ -259,3 +259,16 @@ def test_uninitialised_start_counts_lag_from_offset_zero() -> None:
     history.record(0, 3)
     (row,) = _rows(store, history, 1, 500).partitions  # type: ignore[attr-defined]
     assert row.start_offset == -1 and row.lag == 3
+
+
+def test_state_past_the_sampled_log_end_proves_the_log_end() -> None:
+    """A snapshot newer than the last log-end sample holds batches past it: the records
+    exist, so the log end is at least one past the last batch. The demo read 0 lag with 10
+    records waiting (log end 5650, batches up to 5679)."""
+    store = ShareStateStore()
+    store.apply(_snapshot(5650, _batch(5650, 5659, 0, 2), _batch(5665, 5679, 2, 1), ts=0))
+    history = LogEndHistory()
+    history.record(0, 5650)
+    (row,) = _rows(store, history, 1, 500).partitions  # type: ignore[attr-defined]
+    # 5680 - 5650 - 15 acknowledged; 10 available and 5 not yet delivered wait
+    assert (row.log_end, row.lag) == (5680, 15)
