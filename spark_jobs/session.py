@@ -13,13 +13,17 @@ Why a module of its own:
   log4j2-quiet.properties from its first line, in local mode binds to the loopback address
   (Spark's hostname warning is about choosing another one), and the JVM's notice about the
   incubator module Spark always adds (no JVM option silences it) is dropped from its stderr.
+* A session that cannot start (a wrong master, a master that does not answer, a bad --conf)
+  is one `SparkStartError` with Spark's own reason in one line: the JVM's lines of a quiet
+  start are held until the session is up, and dropped when it never is (`--verbose` shows
+  them as Spark prints them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
+import re
 import sys
 import tempfile
 import threading
@@ -38,6 +42,55 @@ PACKAGE_ZIP: Final = "offsetwatch-package.zip"
 QUIET_LOG4J: Final = Path(__file__).with_name("log4j2-quiet.properties")
 #: JVM start-up lines that no option turns off: dropped from the driver's stderr when quiet
 _JVM_NOTICES: Final = (b"WARNING: Using incubator modules:",)
+#: `org.apache.spark.SparkException: Could not parse Master URL: 'x'` in a Java line
+_JAVA_EXCEPTION: Final = re.compile(r"(?:[\w$]+\.)+([\w$]*(?:Exception|Error)): (.+)")
+
+
+#: a log4j ERROR line of the quiet layout: `26/12/07 07:34:30 ERROR Backend: message`
+_LOGGED_ERROR: Final = re.compile(r"^\S+ \S+ ERROR [\w$.]+: (.+)")
+#: what Spark says about a failure whose reason is elsewhere
+_UNINFORMATIVE: Final = ("Cannot call methods on a stopped SparkContext", "Error initializing")
+
+
+class SparkStartError(RuntimeError):
+    """The session did not start; the message is Spark's reason, in one line."""
+
+
+class _HeldLines:
+    """The JVM's stderr of a start that may fail: held until the session is up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lines: list[bytes] | None = []
+        self.target: IO[bytes] | None = None
+        self.reader: threading.Thread | None = None
+
+    def write(self, line: bytes) -> None:
+        with self._lock:
+            if self._lines is not None:
+                self._lines.append(line)
+                return
+        self._write(line)
+
+    def _write(self, line: bytes) -> None:
+        if self.target is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.target.write(line)
+                self.target.flush()
+
+    def release(self) -> None:
+        """The session is up: what was held goes out, and what comes next straight away."""
+        with self._lock:
+            held, self._lines = self._lines or [], None
+        for line in held:
+            self._write(line)
+
+    def held(self, wait_s: float = 0.0) -> list[str]:
+        """What was held; `wait_s` lets a JVM that is exiting finish saying why."""
+        if self.reader is not None and wait_s > 0:
+            self.reader.join(wait_s)
+        with self._lock:
+            return [line.decode("utf-8", "replace").strip() for line in self._lines or []]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +159,15 @@ def get_session(settings: SparkSettings | None = None) -> SparkSession:
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
-    if settings.quiet and not under_spark_submit():
-        _start_quiet_jvm(options, loopback=settings.is_local)
-    spark = builder.getOrCreate()
+    held = _HeldLines()
+    try:
+        if settings.quiet and not under_spark_submit():
+            _start_quiet_jvm(options, settings.is_local, held)
+        spark = builder.getOrCreate()
+    except Exception as error:  # py4j's and pyspark's errors: Spark says why in them
+        exited = getattr(error, "java_exception", None) is None
+        raise SparkStartError(start_failure(error, held.held(2.0 if exited else 0.0))) from error
+    held.release()
     spark.sparkContext.setLogLevel(settings.log_level)
     if settings.should_ship() and not under_spark_submit() and not _shipped(spark):
         staging = Path(tempfile.mkdtemp(prefix="offsetwatch-spark-"))
@@ -147,7 +206,28 @@ def _options(settings: SparkSettings) -> dict[str, str]:
     return options
 
 
-def _start_quiet_jvm(options: Mapping[str, str], loopback: bool) -> None:
+def start_failure(error: BaseException, jvm_lines: list[str]) -> str:
+    """Spark's reason for a session that did not start, in one line: the Java exception
+    behind a py4j error, else the first exception the JVM printed (a JVM that exited before
+    the gateway was up says why only there), else the Python error."""
+    java = getattr(error, "java_exception", None)
+    candidates = [str(java)] if java is not None else []
+    # a context stopped by its scheduler (a master that never answered) says why in a log
+    # line only: "All masters are unresponsive! Giving up."
+    logged = [m.group(1) for m in map(_LOGGED_ERROR.search, jvm_lines) if m]
+    candidates += [f"{line}" for line in logged if not line.startswith(_UNINFORMATIVE)]
+    candidates += jvm_lines
+    for text in candidates:
+        found = _JAVA_EXCEPTION.search(text)
+        if found and not found.group(2).startswith(_UNINFORMATIVE):
+            return f"{found.group(1)}: {found.group(2).strip()}"
+        if found is None and text in logged:
+            return text.strip()
+    first = str(error).strip().splitlines()
+    return first[0] if first else type(error).__name__
+
+
+def _start_quiet_jvm(options: Mapping[str, str], loopback: bool, held: _HeldLines) -> None:
     """Start the driver JVM as the builder would, with its stderr passed on through a filter
     (pyspark's `popen_kwargs`, meant for this). A JVM that already runs is left alone: its
     start-up is over."""
@@ -157,15 +237,22 @@ def _start_quiet_jvm(options: Mapping[str, str], loopback: bool) -> None:
     if SparkContext._gateway is not None:
         return
     conf = SparkConf().setAll(list(options.items()))
-    with _local_ip("127.0.0.1" if loopback else None):
-        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
-            conf, popen_kwargs={"stderr": subprocess.PIPE}
-        )
     # where the JVM's stderr would have gone: this process's file descriptor 2
-    target = os.fdopen(os.dup(2), "wb")
-    threading.Thread(
-        target=_pass_on, args=(gateway.proc.stderr, target), name="spark-stderr", daemon=True
-    ).start()
+    held.target = os.fdopen(os.dup(2), "wb")
+    # a pipe of our own, read from before the JVM starts: a JVM that exits at once (a master
+    # Spark cannot parse) says why only there, and pyspark drops its own pipe when it raises
+    read_end, write_end = os.pipe()
+    held.reader = threading.Thread(
+        target=_pass_on, args=(os.fdopen(read_end, "rb"), held), name="spark-stderr", daemon=True
+    )
+    held.reader.start()
+    try:
+        with _local_ip("127.0.0.1" if loopback else None):
+            gateway = launch_gateway(  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+                conf, popen_kwargs={"stderr": write_end}
+            )
+    finally:
+        os.close(write_end)
     SparkContext._ensure_initialized(gateway=gateway)
 
 
@@ -184,15 +271,12 @@ def _local_ip(address: str | None) -> Iterator[None]:
         del os.environ["SPARK_LOCAL_IP"]
 
 
-def _pass_on(source: IO[bytes], target: IO[bytes]) -> None:
+def _pass_on(source: IO[bytes], target: _HeldLines) -> None:
     """The JVM's stderr, line by line, without the notices nothing else turns off; drained to
-    the end so the JVM never blocks on a full pipe, whatever happens to `target`."""
+    the end so the JVM never blocks on a full pipe, whatever happens to the target."""
     for line in iter(source.readline, b""):
-        if line.startswith(_JVM_NOTICES):
-            continue
-        with contextlib.suppress(OSError, ValueError):
+        if not line.startswith(_JVM_NOTICES):
             target.write(line)
-            target.flush()
 
 
 def register_data_sources(spark: SparkSession) -> None:

@@ -93,3 +93,31 @@ def test_spark_start_up_lines_only_with_verbose(tmp_path: Path) -> None:
     if _hostname_is_loopback():
         expected += [HOSTNAME, LOCAL_IP]
     assert [b for b in expected if b not in verbose_err] == [], verbose_err
+
+
+def test_a_session_that_cannot_start_is_one_line(tmp_path: Path) -> None:
+    """A wrong --master ended in 300 lines of Java and py4j (issue 31 item 6): now Spark's
+    reason in one line and exit 2. A master Spark cannot parse ends its JVM at once (the
+    reason is only in the JVM's stderr); local[0] fails inside the running JVM (py4j)."""
+    history = _history(tmp_path)
+    argv = [sys.executable, "-m", "offsetwatch.cli", "spark", "offsets-at"]
+    argv += ["--input", str(history), "--group", "g", "--time", "2026-01-02T00:00:00Z"]
+    reasons = {
+        "bogus": "SparkException: Master must either be yarn or start with spark",
+        "local[0]": "SparkException: Asked to run locally with 0 threads",
+    }
+    runs = {
+        master: subprocess.Popen(
+            [*argv, "--master", master],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for master in reasons
+    }
+    for master, process in runs.items():
+        out, err = process.communicate(timeout=300)
+        assert (process.returncode, out) == (2, ""), err
+        assert err.startswith(f"offsetwatch: error: Spark did not start with --master {master}: ")
+        assert reasons[master] in err and err.count("\n") == 1, err

@@ -129,9 +129,16 @@ def session_from_args(
 ) -> SparkSession:
     """The job's session; `extra_conf` (what --kafka-reader needs) beside --conf: jars are
     added to the operator's, anything else --conf sets stays theirs."""
-    from offsetwatch.spark_jobs.session import get_session
+    from offsetwatch.spark_jobs.session import SparkStartError, get_session
 
-    return get_session(settings_from_args(args, app_name, extra_conf))
+    try:
+        return get_session(settings_from_args(args, app_name, extra_conf))
+    except SparkStartError as error:
+        raise UsageError(
+            f"Spark did not start with --master {args.master}: {error}; check --master "
+            "(local[*], local[N], spark://HOST:PORT, yarn, k8s://https://HOST:PORT) and "
+            "--conf (--verbose shows Spark's own output)"
+        ) from None
 
 
 def output_directory(path: Path, flag: str = "--out") -> None:
