@@ -4,6 +4,7 @@ with --verbose. A real command in a child process, since they come from the JVM 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from offsetwatch.commands.spark._common import _py4j_connection_noise
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.spark
@@ -121,3 +123,17 @@ def test_a_session_that_cannot_start_is_one_line(tmp_path: Path) -> None:
         assert (process.returncode, out) == (2, ""), err
         assert err.startswith(f"offsetwatch: error: Spark did not start with --master {master}: ")
         assert reasons[master] in err and err.count("\n") == 1, err
+
+
+def test_ctrl_c_leaves_out_py4j_tracebacks() -> None:
+    """Ctrl-C during spark compact printed ~50 lines of py4j's own logging.exception (issue
+    31 item 6); the command still ends with 130, and other records pass."""
+
+    def record(message: str, path: str) -> logging.LogRecord:
+        return logging.LogRecord("root", logging.ERROR, path, 1059, message, None, None)
+
+    py4j = "/venv/site-packages/py4j/java_gateway.py"
+    assert not _py4j_connection_noise(record("KeyboardInterrupt while sending command.", py4j))
+    assert not _py4j_connection_noise(record("Exception while sending command.", py4j))
+    assert _py4j_connection_noise(record("Exception while sending command.", "/app/mine.py"))
+    assert _py4j_connection_noise(record("Answer from Java side is empty", py4j))

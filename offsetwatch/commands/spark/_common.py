@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from offsetwatch.commands import INT32_MAX, Repeat, UsageError, integer
 
@@ -131,6 +133,8 @@ def session_from_args(
     added to the operator's, anything else --conf sets stays theirs."""
     from offsetwatch.spark_jobs.session import SparkStartError, get_session
 
+    if not args.verbose:
+        logging.getLogger().addFilter(_py4j_connection_noise)
     try:
         return get_session(settings_from_args(args, app_name, extra_conf))
     except SparkStartError as error:
@@ -139,6 +143,20 @@ def session_from_args(
             "(local[*], local[N], spark://HOST:PORT, yarn, k8s://https://HOST:PORT) and "
             "--conf (--verbose shows Spark's own output)"
         ) from None
+
+
+#: what py4j logs (to the root logger, with a traceback) when Ctrl-C cuts a call to the JVM
+_PY4J_NOISE: Final = (
+    "Exception while sending command.",
+    "KeyboardInterrupt while sending command.",
+)
+
+
+def _py4j_connection_noise(record: logging.LogRecord) -> bool:
+    """False for py4j's traceback of a call that Ctrl-C cut: the command ends with 130 and
+    the lake is safe (a commit point), so 50 lines of py4j internals tell the operator
+    nothing; a JVM that really died still ends the command with its own error."""
+    return not (record.getMessage() in _PY4J_NOISE and f"{os.sep}py4j{os.sep}" in record.pathname)
 
 
 def output_directory(path: Path, flag: str = "--out") -> None:
