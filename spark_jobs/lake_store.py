@@ -38,6 +38,10 @@ _COMMIT_PREFIX: Final = "commit-"
 _FORMAT_VERSION: Final = 1
 
 
+class LakeError(ValueError):
+    """The lake's bookkeeping cannot be used; the message names the file and what to do."""
+
+
 @dataclass(frozen=True, slots=True)
 class InputFile:
     path: str
@@ -107,8 +111,22 @@ class Lake:
         return table.is_dir() and any(table.rglob("*.parquet"))
 
     def manifest(self) -> Manifest:
+        """The lake's manifest (empty for a new lake); LakeError naming the file when it
+        cannot be read or is not one."""
         path = self.bookkeeping / MANIFEST
-        return Manifest.from_json(path.read_text("utf-8")) if path.exists() else Manifest()
+        if not path.exists():
+            return Manifest()
+        try:
+            return Manifest.from_json(path.read_text("utf-8"))
+        except OSError as error:
+            raise LakeError(f"cannot read the lake's manifest {path}: {error.strerror}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            # ValueError covers JSON and UTF-8 errors: a cut or edited file
+            raise LakeError(
+                f"the lake's manifest {path} is damaged ({type(error).__name__}: {error}); it "
+                "records which inputs the lake holds: restore it from a backup, or compact "
+                "into a new --lake"
+            ) from None
 
     def group_state_path(self, manifest: Manifest) -> Path | None:
         if manifest.group_state is None:

@@ -116,6 +116,7 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from offsetwatch.spark_jobs.compact import FILE_SOURCES, check_input, compact
+    from offsetwatch.spark_jobs.lake_store import Lake, LakeError
     from offsetwatch.spark_jobs.sources import InputError
 
     options = _source_options(args)
@@ -124,12 +125,13 @@ def run(args: argparse.Namespace) -> int:
             if args.input is None:
                 raise UsageError(f"--input PATH is required with --source {args.source}")
             check_input(args.source, args.input)
+        Lake(args.lake).manifest()  # before Spark starts: a damaged one is found in a second
         conf: dict[str, str] = {}
         if args.source == "kafka":
             options["reader"], conf = kafka_reader(args)
         spark = session_from_args(args, "compact", conf)
         result = compact(spark, args.source, args.lake, args.input, options)
-    except InputError as error:
+    except (InputError, LakeError) as error:
         raise UsageError(str(error)) from None
     added = ", ".join(f"{table} +{rows:,}" for table, rows in result.rows.items())
     bad = sum(result.quarantined.values())
