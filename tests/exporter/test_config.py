@@ -407,6 +407,13 @@ def test_invalid_regex_message() -> None:
         ({"log_level": "loud"}, "--log-level must be one of DEBUG, INFO"),
         ({"publish_topic": "__consumer_offsets"}, "--publish-topic must not be the offsets topic"),
         (
+            {"publish_topic": "out", "publish_dlq_topic": "__share_group_state"},
+            "--publish-dlq-topic must not be a Kafka internal topic",
+        ),
+        ({"publish_topic": "bad topic"}, "--publish-topic 'bad topic' has characters Kafka"),
+        ({"offsets_topic": "x" * 250}, "--offsets-topic is 250 characters long; Kafka allows"),
+        ({"publish_topic": ".."}, "--publish-topic '..' is not a topic name Kafka allows"),
+        (
             {"publish_topic": "out", "publish_dlq_topic": "out"},
             "--publish-dlq-topic must differ from --publish-topic",
         ),
