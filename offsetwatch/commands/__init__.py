@@ -47,6 +47,7 @@ from offsetwatch.core.connection import (
     kafka_properties_from_env,
 )
 from offsetwatch.core.empty_values import EMPTY_VALUE, empty_means_off, takes_empty
+from offsetwatch.core.topics import is_internal_name, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ __all__ = [
     "reserved_env",
     "seconds",
     "takes_empty",
+    "topic_name",
 ]
 
 ENV_PREFIX: Final = "OFFSETWATCH_"
@@ -153,6 +155,25 @@ def seconds(low: float, high: float = MAX_WAIT_S) -> Callable[[str], float]:
 
     parse.__name__ = "seconds"
     setattr(parse, BOUNDS, (low, high))
+    return parse
+
+
+def topic_name(*, written: bool = False) -> Callable[[str], str]:
+    """An argparse type: a name Kafka allows for a topic; `written`: not one of Kafka's
+    internal topics either (nothing of ours writes there)."""
+
+    def parse(text: str) -> str:
+        problem = topic_name_problem(text)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        if written and is_internal_name(text):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is a Kafka internal topic (names starting with __ are Kafka's "
+                "own): choose a topic of your own"
+            )
+        return text
+
+    parse.__name__ = "topic"
     return parse
 
 

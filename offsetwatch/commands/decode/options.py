@@ -11,7 +11,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Final
 
-from offsetwatch.commands import INT32_MAX, Repeat, seconds
+from offsetwatch.commands import INT32_MAX, Repeat, seconds, topic_name
 from offsetwatch.core.connection import add_connection_options
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.instants import InstantRangeError, epoch_or_iso_ms
@@ -266,6 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topic",
         "--offsets-topic",
         default=OFFSETS_TOPIC,
+        type=topic_name(),
         help="topic to read (%(default)s; or __share_group_state)",
     )
     live.add_argument(

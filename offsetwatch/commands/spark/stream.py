@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offsetwatch.commands import UsageError, apply_env_defaults, reserved_env, seconds
+from offsetwatch.commands import (
+    UsageError,
+    apply_env_defaults,
+    reserved_env,
+    seconds,
+    topic_name,
+)
 from offsetwatch.commands.spark._common import (
     add_kafka_reader_option,
     add_spark_options,
@@ -65,6 +71,7 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
     source.add_argument(
         "--topic",
         default=OFFSETS_TOPIC,
+        type=topic_name(),
         help="with --bootstrap-server: the raw offsets topic (default) or the republished "
         "canonical topic",
     )
@@ -99,7 +106,11 @@ def register(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="the exporter's URL: generatorURL is BASE/api/v1/groups/GROUP",
     )
     parser.add_argument("--runbook-base", help="runbook_url is this + '#<kind>'")
-    parser.add_argument("--alerts-topic", help="also send alerts to this Kafka topic")
+    parser.add_argument(
+        "--alerts-topic",
+        type=topic_name(written=True),
+        help="also send alerts to this Kafka topic",
+    )
     parser.add_argument(
         "--trigger-s", type=seconds(0.1), default=30.0, help="micro-batch interval (default: 30)"
     )
