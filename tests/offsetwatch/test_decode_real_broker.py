@@ -642,7 +642,13 @@ def test_live_problems_are_one_line(
     capsys: pytest.CaptureFixture[str], kafka_broker: Broker
 ) -> None:
     bootstrap = ("--bootstrap-server", kafka_broker.bootstrap, *FAST)
+    # a commit first: run alone on a new broker, __consumer_offsets does not exist yet, and
+    # partition 0 is then as absent as any other
+    topic = unique("decode-problems")
+    kafka_broker.create_topic(topic, 1)
+    kafka_broker.commit(unique("decode-problems"), {(topic, 0): 0})
     partitions = len(_watermarks(kafka_broker))
+    assert partitions > 0
     code, out, err = _decode(capsys, *bootstrap, "--partition", str(partitions))
     assert (code, out) == (2, [])
     assert _one_line_each(err) == [
