@@ -25,8 +25,10 @@ the readable inputs are still decoded and the exit code says something was misse
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -140,13 +142,22 @@ class HexJsonlSource(Source):
                 inputs.append(("stdin", lambda: stdin, None))
                 continue
             file = Path(path)
-            if not file.is_file():
-                what = "is a directory" if file.is_dir() else "does not exist"
+            try:
+                mode = file.stat().st_mode
+            except OSError as error:
+                what = "does not exist" if error.errno == errno.ENOENT else error.strerror
                 raise UsageError(
-                    f"hex-jsonl input {path} {what}: give a file of hex JSON lines "
+                    f"hex-jsonl input {path}: {what}; give a file of hex JSON lines "
+                    "(or - for standard input)"
+                ) from None
+            if stat.S_ISDIR(mode):
+                raise UsageError(
+                    f"hex-jsonl input {path} is a directory: give a file of hex JSON lines "
                     "(or - for standard input)"
                 )
-            inputs.append((path, _file_opener(file), file.stat().st_size))
+            # a pipe (`decode <(kcat ...)`, a FIFO) is read as it comes, of no known size
+            size = file.stat().st_size if stat.S_ISREG(mode) else None
+            inputs.append((path, _file_opener(file), size))
         return cls(inputs)
 
     def chunks(self) -> Iterator[Chunk]:

@@ -715,3 +715,29 @@ def test_what_the_output_name_already_is_decides_how_it_is_written(
     reader.join(10)
     assert got == [real.read_bytes()]
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_pipe_is_an_input_and_a_loop_or_directory_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`decode <(kcat ...)` hands decode a pipe: it was refused as "does not exist"."""
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as stream:
+            stream.write(SAMPLE.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    assert main(["decode", str(fifo)]) == 0
+    writer.join(10)
+    piped = capsys.readouterr().out
+    assert main(["decode", str(SAMPLE)]) == 0
+    assert piped == capsys.readouterr().out != ""
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    for bad, why in ((loop, "Too many levels of symbolic links"), (tmp_path, "is a directory")):
+        assert main(["decode", "--input", "hex-jsonl", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(bad) in err and why in err, err
