@@ -47,22 +47,21 @@ def writable_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
     symlink loop or a directory that does not exist, before any work is done."""
     given = Path(target)
     try:
-        # strict, to find a loop; a dangling link is followed to the file it will create
-        resolved = Path(os.path.realpath(given, strict=True))
+        mode = os.stat(given).st_mode  # through every symlink: /dev/stdout is the pipe
     except FileNotFoundError:
+        # nothing there yet (or a dangling link, followed to the file it will create)
         resolved = Path(os.path.realpath(given))
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, str(given)) from None
-    try:
-        mode = os.stat(resolved).st_mode
-    except FileNotFoundError:
-        parent = resolved.parent
-        if not parent.is_dir():
+        if not resolved.parent.is_dir():
             raise OSError(errno.ENOENT, "its directory does not exist", str(given)) from None
         return resolved, False
+    except OSError as error:  # a symlink loop, a directory that may not be searched
+        raise OSError(error.errno, error.strerror, str(given)) from None
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory: give a file name", str(given))
-    return resolved, not stat.S_ISREG(mode)
+    if not stat.S_ISREG(mode):
+        # written where it is: a realpath of /dev/stdout may be /proc/self/fd/pipe:[N]
+        return given, True
+    return Path(os.path.realpath(given)), False
 
 
 def _temp_prefix(target: Path) -> str:

@@ -741,3 +741,13 @@ def test_a_pipe_is_an_input_and_a_loop_or_directory_is_named(
         assert main(["decode", "--input", "hex-jsonl", str(bad)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and str(bad) in err and why in err, err
+
+
+def test_output_to_dev_stdout_that_is_a_pipe() -> None:
+    """/dev/stdout of a pipe resolves to /proc/self/fd/pipe:[N], no file name at all: it is
+    written in place, as any device."""
+    argv = [sys.executable, "-m", "offsetwatch.cli", "decode", str(SAMPLE), "-o", "/dev/stdout"]
+    piped = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    assert piped.returncode == 0, piped.stderr
+    direct = subprocess.run(argv[:-2], capture_output=True, timeout=60, check=True)
+    assert piped.stdout == direct.stdout != b""
