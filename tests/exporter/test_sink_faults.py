@@ -2,7 +2,9 @@
 
 Before: `export --publish-topic 'bad topic name!'` logged one ERROR per record and stopped
 ingesting with a main-loop traceback while /readyz said "source down"; a full archive disk
-did the same. Here the publish topic cannot exist (Kafka refuses every delivery) and the
+did the same. Here the publish topic cannot exist (its name collides with an existing
+topic's: '.' and '_' are one character in Kafka's metric names, so Kafka refuses to create it
+and every delivery; a name Kafka never allows is now refused at start) and the
 archive refuses writes for a while (as a full disk does): the API still equals Kafka's
 OffsetFetch, /readyz stays ready and names both sinks, the metrics say which sink fails, and
 once the disk is back the archive holds every record exactly once.
@@ -115,9 +117,11 @@ def test_failing_sinks_are_named_and_never_stop_ingestion(
     kafka_broker.produce(topic, [10, 10])
     kafka_broker.commit(group, {(topic, 0): 2, (topic, 1): 3})
     archive = tmp_path / "archive"
+    taken = unique("sink_collides")
+    kafka_broker.create_topic(taken, 1)
     config = exporter_config(
         kafka_broker.bootstrap,
-        publish_topic="bad topic name!",
+        publish_topic=taken.replace("_", "."),
         archive_dir=archive,
         archive_roll_s=1.0,
     )
