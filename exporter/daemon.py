@@ -29,7 +29,6 @@ import logging
 import queue
 import re
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,7 +38,7 @@ from types import FrameType
 from typing import Final
 
 from offsetwatch.core.acl_hints import grant_line
-from offsetwatch.core.atomic import writable_target
+from offsetwatch.core.atomic import probe_directory, writable_target
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
@@ -83,10 +82,7 @@ def _check_writable_dir(directory: Path, flag: str) -> None:
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"{flag} {directory} is a file, not a directory")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        # a real write: access() says yes to root on a read-only filesystem
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".offsetwatch-probe-"):
-            pass
+        probe_directory(directory)
     except OSError as error:
         raise type(error)(
             f"{flag} {directory} cannot be written ({error.strerror or error}): choose a "

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,14 @@ def fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def probe_directory(directory: Path) -> None:
+    """Create `directory` when missing, then make and remove a file in it: a real write,
+    since access() says yes to root on a read-only filesystem. Raises either step's OSError."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=".offsetwatch-probe-"):
+        pass
 
 
 def writable_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from offsetwatch.commands import INT32_MAX, Repeat, UsageError, integer
+from offsetwatch.core.atomic import probe_directory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -166,10 +166,7 @@ def output_directory(path: Path, flag: str = "--out") -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"{flag} {path} is a file: give a directory (it is created if missing)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        # a real write: access() says yes to root on a read-only filesystem
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".offsetwatch-probe-"):
-            pass
+        probe_directory(path)
     except OSError as error:
         raise UsageError(
             f"cannot write in {flag} {path}: {error.strerror or error}; choose a writable directory"
