@@ -70,7 +70,7 @@ from offsetwatch.core.connection import (
 )
 from offsetwatch.core.empty_values import empty_means_off
 from offsetwatch.core.textfiles import TextFileError, read_text
-from offsetwatch.core.topics import OFFSETS_TOPIC, is_internal_name, topic_name_problem
+from offsetwatch.core.topics import OFFSETS_TOPIC, internal_topic_problem, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
 from offsetwatch.exporter.state.diagnosis_history import RING_SIZE
 
@@ -636,12 +636,9 @@ def _validate(config: ExporterConfig) -> None:
         topic = getattr(config, name)
         if topic is not None and topic == config.offsets_topic:
             raise _fail(name, f"must not be the offsets topic {topic!r}: never write into it")
-        if topic is not None and is_internal_name(topic):
-            raise _fail(
-                name,
-                f"must not be a Kafka internal topic ({topic!r}: names starting with __ are "
-                "Kafka's own): choose a topic of your own, e.g. offsets-decoded",
-            )
+        internal = None if topic is None else internal_topic_problem(topic)
+        if internal is not None:
+            raise _fail(name, f"{internal}, e.g. offsets-decoded")
     if config.publish_dlq_topic is not None and config.publish_dlq_topic == config.publish_topic:
         raise _fail("publish_dlq_topic", "must differ from --publish-topic")
     if config.publish_schema_id is not None and not (

@@ -47,7 +47,8 @@ from offsetwatch.core.connection import (
     kafka_properties_from_env,
 )
 from offsetwatch.core.empty_values import EMPTY_VALUE, empty_means_off, takes_empty
-from offsetwatch.core.topics import is_internal_name, topic_name_problem
+from offsetwatch.core.environment import PREFIX
+from offsetwatch.core.topics import internal_topic_problem, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ __all__ = [
     "topic_name",
 ]
 
-ENV_PREFIX: Final = "OFFSETWATCH_"
+ENV_PREFIX: Final = PREFIX
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
 
@@ -164,13 +165,10 @@ def topic_name(*, written: bool = False) -> Callable[[str], str]:
 
     def parse(text: str) -> str:
         problem = topic_name_problem(text)
+        if problem is None and written:
+            problem = internal_topic_problem(text)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)
-        if written and is_internal_name(text):
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is a Kafka internal topic (names starting with __ are Kafka's "
-                "own): choose a topic of your own"
-            )
         return text
 
     parse.__name__ = "topic"

@@ -18,11 +18,11 @@ import difflib
 from collections.abc import Collection, Mapping
 from typing import Final
 
+from offsetwatch.core.connection import ENV_KAFKA_PREFIX
+
 __all__ = ["OTHER_VARIABLES", "stray_variable_error", "stray_variables"]
 
 PREFIX: Final = "OFFSETWATCH_"
-#: librdkafka properties: any name, checked by librdkafka when the client is made
-KAFKA_PREFIX: Final = "OFFSETWATCH_KAFKA_"
 
 #: read by the product, but no option stands for them (name: what it is)
 OTHER_VARIABLES: Final = {
@@ -52,7 +52,8 @@ def _is_known(name: str, options: Collection[str]) -> bool:
         or name in OTHER_VARIABLES
         or name in _TOOLING
         or name.startswith(_TOOLING_PREFIX)
-        or (name.startswith(KAFKA_PREFIX) and len(name) > len(KAFKA_PREFIX))
+        # librdkafka properties: any name, checked by librdkafka when the client is made
+        or (name.startswith(ENV_KAFKA_PREFIX) and len(name) > len(ENV_KAFKA_PREFIX))
     )
 
 

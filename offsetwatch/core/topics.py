@@ -28,7 +28,13 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def is_internal_name(name: str) -> bool:
-    """Kafka's internal topics (__consumer_offsets, __share_group_state, __transaction_state,
-    __cluster_metadata) all start with two underscores; nothing should write there."""
-    return name.startswith("__")
+def internal_topic_problem(name: str) -> str | None:
+    """Why nothing of ours may write to `name`, or None: Kafka's internal topics
+    (__consumer_offsets, __share_group_state, __transaction_state, __cluster_metadata) all
+    start with two underscores."""
+    if not name.startswith("__"):
+        return None
+    return (
+        f"must not be a Kafka internal topic ({name!r}: names starting with __ are Kafka's "
+        "own): choose a topic of your own"
+    )
