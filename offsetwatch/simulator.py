@@ -345,6 +345,9 @@ class ClusterSimulator:
                 for p in range(n)
             ]
             self._write(run.plan.group, bogus, producer)
+            # Delivered first: an abort racing the partitions' registration can be a fatal
+            # INVALID_TXN_STATE (librdkafka issue 4849).
+            producer.flush(10)
             producer.abort_transaction(10)
             return
         self._write(run.plan.group, commits, producer)
