@@ -67,8 +67,10 @@ from offsetwatch.core.connection import (
     bootstrap_from_env,
     check_client_config,
     kafka_property_name,
+    put_property,
 )
 from offsetwatch.core.empty_values import empty_means_off
+from offsetwatch.core.secret_files import SecretFileError, is_file_setting, resolve_secret_files
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC, internal_topic_problem, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
@@ -215,13 +217,20 @@ class ExporterConfig:
         """All settings as a JSON-friendly dict, with secret Kafka properties masked."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["kafka_properties"] = {
-            key: MASK if is_secret_property(key) else value
+            key: MASK if is_secret_property(key) and not is_file_setting(key) else value
             for key, value in sorted(self.kafka_properties.items())
         }
         for name in ("archive_dir", "checkpoint_path", "web_config"):
             if out[name] is not None:
                 out[name] = str(out[name])
         return out
+
+    def client_properties(self, origins: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The librdkafka configuration of every client, `<property>.file` settings read
+        now (offsetwatch/core/secret_files.py). Raises SecretFileError."""
+        properties = resolve_secret_files(self.kafka_properties, origins)
+        properties["bootstrap.servers"] = self.bootstrap_servers
+        return properties
 
     def with_overrides(self, **changes: Any) -> ExporterConfig:
         """A validated copy with some settings changed (tests, embedding)."""
@@ -877,8 +886,10 @@ def _apply_file(
             if not isinstance(value, dict):
                 raise ConfigError(f"'kafka' in {source} must be a table: [kafka]")
             for name, item in _flatten(value).items():
-                kafka[name] = _property_text(name, item, source)
-                origins[name] = f'"{name}" in the [kafka] table of {source}'
+                text = _property_text(name, item, source)
+                put_property(
+                    kafka, origins, name, text, f'"{name}" in the [kafka] table of {source}'
+                )
             continue
         setting = _BY_NAME.get(key)
         if setting is None:
@@ -916,7 +927,7 @@ def _apply_env(
             sources[setting.name] = key
         elif key.startswith(ENV_KAFKA_PREFIX) and len(key) > len(ENV_KAFKA_PREFIX):
             name = kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])
-            kafka[name], origins[name] = text, key
+            put_property(kafka, origins, name, text, key)
         # other OFFSETWATCH_* variables (OFFSETWATCH_CONFIG, test settings) are not ours
 
 
@@ -939,7 +950,7 @@ def _apply_args(
         sources[setting.name] = setting.flag
     # (key, value) pairs, checked by the -X option itself (offsetwatch.core.connection)
     for name, value in getattr(args, "kafka_properties", None) or ():
-        kafka[name], origins[name] = value, f"-X {name}"
+        put_property(kafka, origins, name, value, f"-X {name}")
 
 
 def load_config(
@@ -969,13 +980,15 @@ def check_kafka_settings(config: ExporterConfig, origins: Mapping[str, str] | No
     """Refuse at start the librdkafka settings that can never work (an unknown property, a
     bad value, an SSL file librdkafka cannot load), naming where each came from: otherwise
     the daemon would start, serve /healthz, and fail in a background thread."""
-    properties = {**config.kafka_properties, "bootstrap.servers": config.bootstrap_servers}
     named = dict(origins or {})
     try:
+        properties = config.client_properties(named)
+        for key in [k for k in named if is_file_setting(k)]:
+            named.setdefault(key[: -len(".file")], named[key])
         check_client_config(properties, named, "consumer")
         if config.publish_topic is not None:
             check_client_config(properties, named, "producer")
-    except ConnectionOptionError as error:
+    except (ConnectionOptionError, SecretFileError) as error:
         raise ConfigError(str(error)) from None
 
 

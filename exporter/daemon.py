@@ -240,9 +240,8 @@ class Exporter:
     # -- wiring ----------------------------------------------------------------------------
 
     def kafka_config(self) -> dict[str, object]:
-        properties: dict[str, object] = dict(self.config.kafka_properties)
-        properties["bootstrap.servers"] = self.config.bootstrap_servers
-        return properties
+        """Every client's settings, with `<property>.file` ones read now."""
+        return dict(self.config.client_properties())
 
     def open(self) -> None:
         """Restore the checkpoint (if any), create the Kafka clients and start the readers.

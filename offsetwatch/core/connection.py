@@ -6,7 +6,8 @@ environment variables, `OFFSETWATCH_BOOTSTRAP_SERVER` and `OFFSETWATCH_BOOTSTRAP
 Both variables set to different values is refused: which one a deployment meant cannot be
 guessed. Any librdkafka property passes through with `-X KEY=VALUE` or an
 `OFFSETWATCH_KAFKA_<PROPERTY>` variable (`_` for `.`, `__` for a literal `_`, lower-cased:
-OFFSETWATCH_KAFKA_SASL_PASSWORD is sasl.password).
+OFFSETWATCH_KAFKA_SASL_PASSWORD is sasl.password). `<property>.file=PATH` reads a property
+from a file (`-X sasl.password.file=/run/secrets/kafka`: offsetwatch/core/secret_files.py).
 
 Precedence, lowest first: `OFFSETWATCH_KAFKA_*` properties, the bootstrap variable, `-X`
 properties, the `--bootstrap-server` flag. So the command line wins over the environment, and
@@ -21,6 +22,13 @@ import re
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Literal
+
+from offsetwatch.core.secret_files import (
+    FILE_SUFFIX,
+    SecretFileError,
+    is_file_setting,
+    resolve_secret_files,
+)
 
 __all__ = [
     "BOOTSTRAP_DEST",
@@ -40,6 +48,7 @@ __all__ = [
     "kafka_property_name",
     "parse_property",
     "probe_cluster",
+    "put_property",
 ]
 
 #: Kafka's spelling first: help and usage lines show the first one
@@ -157,17 +166,34 @@ def kafka_config_origins(
             if key in reserved:
                 continue
             name = kafka_property_name(key[len(ENV_KAFKA_PREFIX) :])
-            config[name], origins[name] = environ[key], key
+            put_property(config, origins, name, environ[key], key)
     from_env = bootstrap_from_env(environ)
     if from_env is not None:
         config["bootstrap.servers"] = from_env
         origins["bootstrap.servers"] = " / ".join(n for n in BOOTSTRAP_ENV if environ.get(n))
     for name, value in getattr(args, PROPERTIES_DEST, None) or []:
-        config[name], origins[name] = value, f"-X {name}"
+        put_property(config, origins, name, value, f"-X {name}")
     flag = getattr(args, BOOTSTRAP_DEST, None)
     if flag:
         config["bootstrap.servers"], origins["bootstrap.servers"] = flag, BOOTSTRAP_FLAGS[0]
-    return config, origins
+    try:
+        resolved = resolve_secret_files(config, origins)
+    except SecretFileError as error:
+        raise ConnectionOptionError(str(error)) from None
+    for key in [k for k in origins if is_file_setting(k)]:
+        origins[key[: -len(FILE_SUFFIX)]] = origins.pop(key)
+    return resolved, origins
+
+
+def put_property(
+    config: dict[str, str], origins: dict[str, str], name: str, value: str, origin: str
+) -> None:
+    """Set a property from a layer that wins over those before it: `sasl.password.file` from
+    -X replaces an OFFSETWATCH_KAFKA_SASL_PASSWORD, and the other way round."""
+    other = name[: -len(FILE_SUFFIX)] if is_file_setting(name) else name + FILE_SUFFIX
+    config.pop(other, None)
+    origins.pop(other, None)
+    config[name], origins[name] = value, origin
 
 
 # -- errors of librdkafka, in the operator's words --------------------------------------------

@@ -518,3 +518,29 @@ def test_redacted_masks_secrets_and_keeps_the_rest() -> None:
 )
 def test_is_secret_property(name: str, secret: bool) -> None:
     assert is_secret_property(name) is secret
+
+
+def test_a_property_from_a_file_is_read_when_clients_are_made(
+    tmp_path: Path, checked: list[tuple[dict[str, Any], dict[str, str], str]]
+) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("first\n")
+    path = write_toml(tmp_path, f'[kafka]\n"sasl.password.file" = "{secret}"\n')
+    config = load(["--config", str(path)])
+    # kept as the file setting: a long-running exporter reads it again when it changes
+    assert config.kafka_properties == {"sasl.password.file": str(secret)}
+    assert config.redacted()["kafka_properties"] == {"sasl.password.file": str(secret)}
+    assert checked[0][0]["sasl.password"] == "first"
+    assert checked[0][1]["sasl.password"] == f'"sasl.password.file" in the [kafka] table of {path}'
+    secret.write_text("second")
+    assert config.client_properties()["sasl.password"] == "second"
+
+
+def test_a_secret_file_that_cannot_be_read_stops_the_start_naming_it(tmp_path: Path) -> None:
+    env = {"OFFSETWATCH_KAFKA_SSL_KEY_PASSWORD_FILE": str(tmp_path)}
+    with pytest.raises(ConfigError) as raised:
+        load([], env)
+    assert str(raised.value) == (
+        f"OFFSETWATCH_KAFKA_SSL_KEY_PASSWORD_FILE: {tmp_path} is a directory; it must hold "
+        "the ssl.key.password"
+    )

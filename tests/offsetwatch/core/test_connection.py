@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,30 @@ def test_kafka_error_text_drops_the_repr() -> None:
     error = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed while waiting"))
     assert kafka_error_text(error) == "Failed while waiting"
     assert kafka_error_text(ValueError("plain")) == "plain"
+
+
+def test_a_property_from_a_file_is_read_and_named_by_its_setting(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("from-file\n")
+    environ = {"OFFSETWATCH_KAFKA_SASL_PASSWORD_FILE": str(secret)}
+    config, origins = kafka_config_origins(parse(), environ)
+    assert config == {"sasl.password": "from-file"}
+    assert origins == {"sasl.password": "OFFSETWATCH_KAFKA_SASL_PASSWORD_FILE"}
+    # -X wins over the environment, whichever of the two forms each one uses
+    config, origins = kafka_config_origins(parse("-X", "sasl.password=flag"), environ)
+    assert (config, origins) == ({"sasl.password": "flag"}, {"sasl.password": "-X sasl.password"})
+    args = parse("-X", f"sasl.password.file={secret}")
+    config, origins = kafka_config_origins(args, {"OFFSETWATCH_KAFKA_SASL_PASSWORD": "env"})
+    assert (config, origins) == (
+        {"sasl.password": "from-file"},
+        {"sasl.password": "-X sasl.password.file"},
+    )
+
+
+def test_a_missing_secret_file_is_one_line_naming_the_option(tmp_path: Path) -> None:
+    args = parse("-X", f"sasl.password.file={tmp_path / 'nope'}")
+    with pytest.raises(ConnectionOptionError) as raised:
+        kafka_config(args, {})
+    assert str(raised.value) == (
+        f"-X sasl.password.file: {tmp_path / 'nope'} does not exist; it must hold the sasl.password"
+    )
