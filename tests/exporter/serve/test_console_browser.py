@@ -12,7 +12,10 @@ waits for what the page shows (Playwright's `expect` polls the DOM); nothing sle
   offset, records by delivery state and delivery counts, and pictures them as a bar whose
   segments are the persisted batches, poison ones outlined;
 * Live records receive records over the event stream, filter by group, pause and resume;
-* Exporter health shows ready and source up;
+* Exporter health shows ready and source up, and lists each problem /readyz names (a topic
+  the exporter may not describe with its grant command, stale partitions, failing sinks
+  and parts) with what to do, or one line saying there is none; a grant being selected
+  to copy is not redrawn away;
 * the keyboard alone filters, sorts and opens a group; dark mode follows the system;
 * a group deleted in Kafka leaves the list;
 * with --web-config basic auth, the browser gets a 401 without credentials.
@@ -26,7 +29,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,12 +40,14 @@ from urllib.parse import quote
 import bcrypt
 import pytest
 
+from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.dashboards.console_browser import CHROMIUM, chromium, chromium_path
 from offsetwatch.dashboards.live import DemoStack
 from offsetwatch.exporter.serve.console_static import static_file
 from offsetwatch.exporter.serve.http_server import ExporterHttpServer
 from offsetwatch.exporter.serve.metrics import SnapshotCollector
 from offsetwatch.exporter.serve.web_config import load_web_config
+from offsetwatch.exporter.stats import Freshness, PartHealth, PipelineStats, SinkHealth
 from tests.exporter.serve.test_http_server import ready_stats
 from tests.exporter.serve.test_metrics import Holder, build, commit, sample_state
 
@@ -554,6 +561,146 @@ def test_group_names_are_text_never_markup(page: Any, many_groups: ExporterHttpS
     assert response is not None and response.status == 404
     expect(page.locator("main code")).to_have_text(HOSTILE + "-gone")
     assert page.evaluate("window.owned === undefined")
+
+
+# ------------------------------------------------------------------- health problems
+
+DENIED_ERROR = "TOPIC_AUTHORIZATION_FAILED: Broker: Topic authorization failed"
+SINK_ERROR = "KafkaException: Broker: Topic authorization failed (offsetwatch.records)"
+PART_ERROR = "KafkaException: Local: Timed out"
+STALE_CAUSE = "its leader did not answer for its log end: timed out"
+
+
+def _grant(topic: str) -> str:
+    settings = {"bootstrap.servers": "kafka-1:9093", "sasl.username": "offsetwatch"}
+    return grant_line(settings, "Describe", "topic", topic)
+
+
+def _problem_stats() -> PipelineStats:
+    """Caught up, with one of each problem /readyz lists. readiness() takes the wall clock
+    and these ages are an hour or more, so the two stale partitions stay stale."""
+    now = time.time_ns() // 1_000_000
+    stats = ready_stats()
+    stats.denied_topics = {topic: (DENIED_ERROR, _grant(topic)) for topic in ("payments", HOSTILE)}
+    stats.freshness = Freshness(
+        tracked=(7, 31),
+        partition_count=50,
+        confirmed_ms={31: now - 3_600_000},  # 7 never confirmed since tracking began
+        causes={31: STALE_CAUSE},
+        stale_after_ms=30_000,
+        since_ms=now - 7_200_000,
+    )
+    stats.sinks = [
+        SinkHealth("archive"),
+        SinkHealth(
+            "publish",
+            errors_total=40,
+            dropped_total=12,
+            failing_since_ms=now - 600_000,
+            last_error=SINK_ERROR,
+            backlog=1_000,
+        ),
+    ]
+    stats.parts = [
+        PartHealth("offsets_reader"),
+        PartHealth(
+            "log_end_sampler",
+            restarts_total=4,
+            failing_since_ms=now - 900_000,
+            last_error=PART_ERROR,
+        ),
+    ]
+    return stats
+
+
+@contextmanager
+def _health_server(stats: PipelineStats) -> Iterator[ExporterHttpServer]:
+    holder = Holder(build(sample_state()), stats)
+    with ExporterHttpServer(SnapshotCollector(holder), "127.0.0.1", 0) as server:
+        yield server
+
+
+def test_health_lists_each_problem_with_what_to_do(page: Any) -> None:
+    with _health_server(_problem_stats()) as server:
+        page.goto(server.url + "/health")
+        problems = page.locator("#health-problems")
+        expect(problems.locator("h2")).to_have_text("Problems")
+        expect(page.locator("#health-no-problems")).to_have_count(0)
+        # topics in name order: "<" sorts before "p"
+        refused = page.locator("#health-not-authorized tbody tr")
+        expect(refused).to_have_count(2)
+        for row, topic in zip((refused.nth(0), refused.nth(1)), (HOSTILE, "payments"), strict=True):
+            expect(row).to_have_attribute("data-name", topic)
+            expect(row.locator('[data-col="resource"] code')).to_have_text(topic)
+            expect(row.locator('[data-col="operation"]')).to_have_text("Describe")
+            expect(row.locator('[data-col="error"]')).to_have_text(DENIED_ERROR)
+            expect(row.locator("code.grant")).to_have_text(_grant(topic))
+        # the markup in the topic name is text: no image, no handler ran
+        expect(problems.locator("img")).to_have_count(0)
+        assert page.evaluate("window.owned === undefined")
+
+        stale = page.locator("#health-stale")
+        expect(stale.locator("h3")).to_contain_text("2 __consumer_offsets partition(s)")
+        rows = stale.locator("tbody tr")
+        expect(rows).to_have_count(2)
+        # the longest unconfirmed first: 7 (never, tracked for two hours), then 31 (an hour)
+        assert rows.evaluate_all("rows => rows.map(r => r.dataset.partition)") == ["7", "31"]
+        expect(rows.nth(0).locator('[data-col="age"]')).to_contain_text("2 h")
+        expect(rows.nth(0)).to_contain_text("never since the exporter started tracking it")
+        expect(rows.nth(0).locator('[data-col="cause"]')).to_contain_text("no log-end round")
+        expect(rows.nth(1).locator('[data-col="age"]')).to_contain_text("1 h")
+        expect(rows.nth(1).locator('[data-col="cause"]')).to_have_text(STALE_CAUSE)
+
+        sinks = page.locator("#health-failing-sinks tbody tr")
+        expect(sinks).to_have_count(1)  # the archive is up: not a problem
+        publish = page.locator('#health-failing-sinks tr[data-sink="publish"]')
+        expect(publish.locator('[data-col="error"]')).to_have_text(SINK_ERROR)
+        expect(publish.locator('[data-col="since"]')).to_contain_text(re.compile(r"Z \(.* ago\)$"))
+        expect(publish.locator('[data-col="kept"]')).to_have_text("1,000")
+        expect(publish.locator('[data-col="dropped"]')).to_have_text("12")
+
+        parts = page.locator("#health-failing-parts tbody tr")
+        expect(parts).to_have_count(1)
+        sampler = page.locator('#health-failing-parts tr[data-part="log_end_sampler"]')
+        expect(sampler.locator('[data-col="error"]')).to_have_text(PART_ERROR)
+        expect(sampler.locator('[data-col="restarts"]')).to_have_text("4")
+        # stale partitions make the exporter unready, and the one-line reason says so too
+        expect(page.locator("#health-ready")).to_contain_text("no stale: the cluster")
+
+
+def _next_two_refreshes(page: Any) -> None:
+    """Returns once a whole refresh ran after now: the page asks again only after its last
+    answer was drawn (or skipped), so the second request follows a complete one."""
+    for _ in range(2):
+        with page.expect_request(re.compile(r"/api/v1/health$")):
+            pass
+
+
+def test_a_grant_being_copied_is_not_redrawn_away(page: Any) -> None:
+    with _health_server(_problem_stats()) as server:
+        page.goto(server.url + "/health")
+        grant = page.locator("#health-not-authorized tr[data-name=payments] code.grant")
+        grant.click()  # user-select: all: one click selects the whole command
+        assert page.evaluate("getSelection().toString()") == _grant("payments")
+        grant.evaluate("node => { node.kept = true; }")
+        _next_two_refreshes(page)
+        assert page.evaluate("getSelection().toString()") == _grant("payments")
+        assert grant.evaluate("node => node.kept === true")
+        page.evaluate("getSelection().removeAllRanges()")
+        _next_two_refreshes(page)
+        assert grant.evaluate("node => node.kept === undefined")  # drawn anew again
+
+
+def test_health_without_problems_says_so_in_one_line(page: Any) -> None:
+    with _health_server(ready_stats()) as server:
+        page.goto(server.url + "/health")
+        expect(page.locator("#health-no-problems")).to_have_text(
+            "No problems: every topic is described, every __consumer_offsets partition was "
+            "confirmed lately, and every sink and part is up."
+        )
+        for kind in ("not-authorized", "stale", "failing-sinks", "failing-parts"):
+            expect(page.locator(f"#health-{kind}")).to_have_count(0)
+        expect(page.locator("#health-ready")).to_contain_text("yes")
 
 
 # ------------------------------------------------------------------- requests cut short
