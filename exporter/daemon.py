@@ -39,6 +39,7 @@ from typing import Final
 
 from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.atomic import probe_directory, writable_target
+from offsetwatch.core.connection import check_client_config
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
@@ -49,6 +50,7 @@ from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.sinks.checkpointer import Checkpointer
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks, SinkPartition
+from offsetwatch.exporter.sources.credential_watch import CredentialWatch
 from offsetwatch.exporter.sources.kafka_source import (
     ClusterChanged,
     OffsetOutOfRange,
@@ -142,6 +144,10 @@ class Readers:
     denied_topics: Mapping[str, str] = field(default_factory=dict)
     #: asks the log-end sampler for a round now (set by the service)
     request_sample: Callable[[], None] | None = None
+    #: the credential files the clients' settings name (None: they name none)
+    credentials: CredentialWatch | None = None
+    #: hands the log-end sampler new client settings (set by the service)
+    renew_sampler: Callable[[Mapping[str, object]], None] | None = None
 
     def all(self) -> list[SourceReader]:
         return [reader for reader in (self.offsets, self.share) if reader is not None]
@@ -279,6 +285,11 @@ class Exporter:
             max_messages=10_000,
         )
         self.sinks.open(self.kafka_config())
+        self.readers.credentials = CredentialWatch.of(
+            cfg.kafka_properties,
+            self.kafka_config,
+            lambda settings: check_client_config(settings, {}, "consumer"),
+        )
         self.store.ingestor.sinks.extend(self.sinks.guards)
         # HTTP answers (not ready) meanwhile; nothing is ingested before it is done
         self.sinks.start_resume_scan(
@@ -395,6 +406,7 @@ class Exporter:
             self.readers.tracked = frozenset(tracked)
             self._update_freshness(reader)
             self._note_denied(self.readers.denied_topics)
+            self._renew_clients()
             schedule.next_second_ms = now + 1000
             self._check_ready(reader, tracked)
             self.sinks.every_second()
@@ -405,6 +417,19 @@ class Exporter:
             if schedule.next_checkpoint_ms:
                 self.checkpoint()
             schedule.next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
+
+    def _renew_clients(self) -> None:
+        """New clients everywhere once a credential file was replaced: librdkafka reads
+        them only when a client is made (exporter/sources/credential_watch.py)."""
+        watch = self.readers.credentials
+        settings = None if watch is None else watch.poll()
+        if settings is None:
+            return
+        for reader in self.readers.all():
+            reader.source.reconfigure(settings)
+        self.sinks.reconfigure(settings)
+        if self.readers.renew_sampler is not None:
+            self.readers.renew_sampler(settings)
 
     def _step_share(self) -> None:
         """Apply what the `__share_group_state` reader fetched (never waits)."""
@@ -492,6 +517,7 @@ class Exporter:
         source = reader.source
         stats = self.stats
         stats.source_up = source.source_up()
+        stats.source_down_reason = source.down_reason()
         replaced = stats.clients_replaced_total
         replaced["offsets_source"] = source.clients_replaced_total
         if self.readers.share is not None:

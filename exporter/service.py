@@ -46,6 +46,7 @@ class ExporterService:
             on_denied=self.exporter.on_denied,
         )
         self.exporter.readers.request_sample = self.sampler.wake
+        self.exporter.readers.renew_sampler = self.sampler.reconfigure
         self.exporter.stats.parts.append(self.sampler.health)
         collector = SnapshotCollector(
             self._latest,

@@ -215,6 +215,8 @@ class PipelineStats:
     source_up: bool = False
     #: the source's last error, until it reads again
     source_last_error: str | None = None
+    #: why the source is down, in librdkafka's words (None while it is up)
+    source_down_reason: str | None = None
     #: Kafka client (offsets_source, share_state_source, publisher, log_end_sampler) -> how
     #: many times it was given up on and replaced: it had no broker address left
     clients_replaced_total: dict[str, int] = field(default_factory=dict)

@@ -11,6 +11,7 @@ principal with exactly the ACLs the test grants.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import socket
 import subprocess
 import time
@@ -94,6 +95,47 @@ def make_certificates(directory: Path) -> Certificates:
          "-keystore", "truststore.p12", "-storetype", "PKCS12",
          "-storepass", STORE_PASSWORD, cwd=directory)  # fmt: skip
     return Certificates(directory)
+
+
+def issue_client_certificate(
+    certificates: Certificates, cert_path: Path, key_path: Path, not_after: datetime.datetime
+) -> None:
+    """A new key and a client certificate for `MTLS_PRINCIPAL`, signed by the tests' CA and
+    valid until `not_after` (to the second: openssl's own tool counts in days). Each file is
+    written beside its place and renamed over it, as cert-manager replaces a mounted file."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    directory = certificates.directory
+    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
+    ca = x509.load_pem_x509_certificate(certificates.ca.read_bytes())
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, MTLS_PRINCIPAL.split("CN=")[1])])
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(not_after)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    for path, data in (
+        (key_path, key_pem),
+        (cert_path, certificate.public_bytes(serialization.Encoding.PEM)),
+    ):
+        partial = path.with_name(path.name + ".new")
+        partial.write_bytes(data)
+        partial.rename(path)
 
 
 def _free_port() -> int:

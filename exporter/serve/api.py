@@ -365,7 +365,7 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
         body["stale"] = [_stale_json(s) for s in stale[:STALE_LISTED]]
     reader = next((h for h in stats.parts if h.name == OFFSETS_READER and not h.up), None)
     if not stats.source_up:
-        body["reason"] = "source down"
+        body["reason"] = _source_down(stats.source_down_reason or stats.source_last_error)
     elif reader is not None:
         # what is served is no longer read: never ready on it, whatever the last pass said
         body["reason"] = f"the {OFFSETS_READER} fails ({reader.last_error}); restarted with backoff"
@@ -427,6 +427,31 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
             for topic, (error, grant) in sorted(denied.items())
         ]
     return body["ready"], body
+
+
+#: words of librdkafka's reasons for a refused login or TLS handshake, and what to check then
+_CREDENTIAL_HINTS: Final = (
+    (
+        "authentication",
+        "check the credentials (sasl.username, the password or its .file, the client "
+        "certificate); a rotated one is taken as soon as its file is replaced",
+    ),
+    (
+        "ssl routines",
+        "check the TLS files (ssl.ca.location, the client certificate and its expiry); a "
+        "renewed one is taken as soon as its file is replaced",
+    ),
+)
+
+
+def _source_down(last_error: str | None) -> str:
+    """'source down', with librdkafka's last reason and, for a refused login or handshake,
+    what to check."""
+    if not last_error:
+        return "source down"
+    lowered = last_error.lower()
+    hint = next((h for word, h in _CREDENTIAL_HINTS if word in lowered), None)
+    return f"source down: {last_error}" + (f"; {hint}" if hint else "")
 
 
 def to_json(value: Any) -> bytes:

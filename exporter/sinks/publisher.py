@@ -222,6 +222,8 @@ _FORCED: dict[str, object] = {"enable.idempotence": True, "acks": "all"}
 
 #: seconds between a producer's fatal error and the new producer that replaces it
 FATAL_RETRY_S: Final = 10.0
+#: how long a producer replaced on a credential change may still deliver what it holds
+RETIRE_DRAIN_S: Final = 30.0
 
 
 def producer_config(config: Mapping[str, object]) -> dict[str, object]:
@@ -276,6 +278,10 @@ class RecordPublisher:
         self._user_stats_cb: object = None
         self.config_for_logging: dict[str, object] = {}
         self._config: dict[str, object] = {}
+        #: settings the next producer is to take (credentials rotated)
+        self._next_config: dict[str, object] | None = None
+        #: producers replaced on a credential change that may still deliver, and until when
+        self._retiring: list[tuple[Any, float]] = []
         self._producer_factory = producer_factory
         self._generations = ClientGenerations()
         self._addresses = AddressWatch()
@@ -287,12 +293,24 @@ class RecordPublisher:
             user = dict(config or {})
             self._user_error_cb = user.get("error_cb")
             self._user_stats_cb = user.get("stats_cb")
-            merged = producer_config(user)
-            merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
-            self.config_for_logging = redact(merged)
+            self._config = self._merged(user)
             log.info("publisher config: %s", self.config_for_logging)
-            self._config = merged
             self._producer = self._new_producer()
+
+    def _merged(self, config: Mapping[str, object]) -> dict[str, object]:
+        merged = producer_config(config)
+        merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
+        self.config_for_logging = redact(merged)
+        return merged
+
+    def reconfigure(self, config: Mapping[str, object]) -> None:
+        """Publish through a new producer made from `config` (a credential file was
+        replaced), from the next poll on; what the old one still holds is handled as when a
+        producer is given up on (`_replace_producer`)."""
+        if self._producer is None:
+            return
+        self._next_config = self._merged(config)
+        self._replace = True
 
     def _new_producer(self) -> Any:
         callbacks = self._generations.callbacks(error_cb=self._on_error, stats_cb=self._on_stats)
@@ -305,10 +323,27 @@ class RecordPublisher:
         through a new producer."""
         self._replace = False
         old = self._producer
+        next_config, self._next_config = self._next_config, None
+        if next_config is not None:
+            # the old producer may well still deliver (a certificate renewed before it
+            # expires): it keeps what it holds, served by poll(), for a while
+            self._config = next_config
+            self._retiring.append((old, time.monotonic() + RETIRE_DRAIN_S))
+            self._generations.advance()
+            self._addresses.reset()
+            self._producer = self._new_producer()
+            self.producers_replaced += 1
+            log.info(
+                "publisher: the credential files changed; a new producer takes over (the "
+                "old one delivers what it holds for up to %g s, then what is left counts as "
+                "failed deliveries)",
+                RETIRE_DRAIN_S,
+            )
+            return
         log.warning(
             "publisher: the producer has had no broker address for %d statistics reports "
-            "(librdkafka dropped the broker from a metadata answer); its queued records count "
-            "as failed deliveries and a new producer takes over",
+            "(librdkafka dropped the broker from a metadata answer); its queued records "
+            "count as failed deliveries and a new producer takes over",
             self._addresses.reports,
         )
         try:
@@ -527,7 +562,30 @@ class RecordPublisher:
         retry_at = self._fatal_retry_at
         if retry_at is not None and time.monotonic() >= retry_at:
             self._replace_fatal_producer()
-        return int(self._producer.poll(timeout_s))
+        served = self._serve_retiring() if self._retiring else 0
+        return served + int(self._producer.poll(timeout_s))
+
+    def _serve_retiring(self) -> int:
+        """Delivery reports of producers replaced on a credential change; past their time,
+        what they still hold is purged (each record a failed delivery)."""
+        served, kept = 0, []
+        now = time.monotonic()
+        for producer, until in self._retiring:
+            served += int(producer.poll(0))
+            if len(producer) == 0:
+                continue
+            if now >= until:
+                try:
+                    producer.purge(in_queue=True, in_flight=True, blocking=False)
+                    served += int(producer.poll(0))
+                except (KafkaException, RuntimeError) as exc:
+                    log.debug("publisher: purging a retired producer: %s", exc)
+                if len(producer):
+                    kept.append((producer, now + RETIRE_DRAIN_S))
+                continue
+            kept.append((producer, until))
+        self._retiring = kept
+        return served
 
     def _replace_fatal_producer(self) -> None:
         with self._lock:
@@ -548,7 +606,11 @@ class RecordPublisher:
         """Wait for outstanding deliveries; returns how many are still queued."""
         if self._producer is None:
             return 0
-        return int(self._producer.flush(timeout_s))
+        deadline = time.monotonic() + timeout_s
+        still = 0
+        for producer, _until in self._retiring:
+            still += int(producer.flush(max(0.0, deadline - time.monotonic())))
+        return still + int(self._producer.flush(max(0.0, deadline - time.monotonic())))
 
     def confirmed_positions(self) -> dict[int, int]:
         """Per source partition, the position below which every record is fully published."""

@@ -115,6 +115,11 @@ class RecordSinks:
     def healths(self) -> list[SinkHealth]:
         return [guard.health for guard in self.guards]
 
+    def reconfigure(self, kafka_config: Mapping[str, object]) -> None:
+        """New client settings (credentials rotated) for the publisher, if it runs."""
+        if self.publisher is not None:
+            self.publisher.reconfigure(kafka_config)
+
     def open(self, kafka_config: dict[str, object]) -> None:
         cfg = self.config
         if cfg.publish_topic is not None:

@@ -298,11 +298,11 @@ class OffsetsTopicSource:
         #: (a refused login, "connecting to a SSL listener?")
         self._last_transport_error: str | None = None
         self._user_stats_cb = config.get("stats_cb")
-        merged = consumer_config(config)
-        merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
-        self.config_for_logging = redact(merged)
+        self._config = self._merged(config)
         log.info("%s source config: %s", self.topic, self.config_for_logging)
-        self._config = merged
+        #: settings a new client is to take (credentials rotated), handed over by another
+        #: thread; the reader thread swaps the client at its next poll
+        self._next_config: dict[str, object] | None = None
         self._consumer_factory = consumer_factory
         self._generations = ClientGenerations()
         self._consumer = self._new_consumer()
@@ -325,6 +325,7 @@ class OffsetsTopicSource:
         # not report a healthy source.
         self._up = False
         self._down_since: float | None = clock()
+        self._down_reason = "no broker has answered yet"
         #: high watermarks as fetched before the last "all brokers down": records below them
         #: may come from the client's prefetch queue, and prove nothing about the cluster now
         self._down_ends: dict[int, int] = {}
@@ -376,6 +377,19 @@ class OffsetsTopicSource:
         for closing in self._retired:
             closing.join(_RETIRED_CLOSE_WAIT_S)
 
+    def _merged(self, config: Mapping[str, object]) -> dict[str, object]:
+        merged = consumer_config(config)
+        merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
+        self.config_for_logging = redact(merged)
+        return merged
+
+    def reconfigure(self, config: Mapping[str, object]) -> None:
+        """Read on with a new client made from `config` (a credential file was replaced:
+        librdkafka loads certificates and passwords only when a client is made). Any thread;
+        the swap happens on the reader's, at its next poll."""
+        self._next_config = self._merged(config)
+        self._replace = True
+
     def _new_consumer(self) -> Any:
         callbacks = self._generations.callbacks(error_cb=self._on_error, stats_cb=self._on_stats)
         return self._consumer_factory({**self._config, **callbacks})
@@ -393,14 +407,25 @@ class OffsetsTopicSource:
                 )
                 for partition in sorted(self._assigned - stopped)
             }
-        log.warning(
-            "%s source: the client has had no broker address for %d statistics reports "
-            "(librdkafka dropped the broker from a metadata answer); opening a new client "
-            "that reads on from the positions reached (%d partitions)",
-            self.topic,
-            self._addresses.reports,
-            len(restart),
-        )
+        next_config, self._next_config = self._next_config, None
+        if next_config is not None:
+            self._config = next_config
+            log.info(
+                "%s source: the credential files changed; a new client reads on from the "
+                "positions reached (%d partitions)",
+                self.topic,
+                len(restart),
+            )
+        else:
+            log.warning(
+                "%s source: the client has had no broker address for %d statistics reports "
+                "(librdkafka dropped the broker from a metadata answer); opening a new client "
+                "that reads on from the positions reached (%d partitions)",
+                self.topic,
+                self._addresses.reports,
+                len(restart),
+            )
+        self._last_transport_error = None
         old = self._consumer
         self._generations.advance()
         self._consumer = self._new_consumer()
@@ -760,6 +785,14 @@ class OffsetsTopicSource:
         with self._lock:
             return self._up
 
+    def down_reason(self) -> str | None:
+        """Why the source is down (None while it is up): what librdkafka last said."""
+        with self._lock:
+            if self._up:
+                return None
+            why, last = self._down_reason, self._last_transport_error
+        return f"{why}; the last failure: {last}" if last and last not in why else why
+
     def down_for_s(self) -> float:
         with self._lock:
             return 0.0 if self._down_since is None else self._clock() - self._down_since
@@ -848,6 +881,10 @@ class OffsetsTopicSource:
         self._up = False
         self._down_ends = fetched_ends
         self._down_since = self._clock()
+        last = self._last_transport_error
+        if last and last not in why:
+            why = f"{why}; the last failure: {last}"
+        self._down_reason = why
         log.warning("%s source: %s", self.topic, why)
 
     def _mark_up(self) -> None:
@@ -896,8 +933,13 @@ class OffsetsTopicSource:
                     + (f"; the last failure: {last}" if last else "")
                     + "; waiting",
                 )
+            message = err.str()
+            last = self._last_transport_error
+            if code in _DOWN_CODES and last:
+                # "1/1 brokers are down" alone hides why: a refused login, a handshake
+                message = f"{message}; the last failure: {last}"
             self._events.append(
-                SourceError(err.name(), err.str(), None, err.fatal(), err.retriable())
+                SourceError(err.name(), message, None, err.fatal(), err.retriable())
             )
         if callable(self._user_error_cb):
             self._user_error_cb(err)

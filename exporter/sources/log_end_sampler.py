@@ -150,19 +150,13 @@ class LogEndSampler:
         self._leaders: dict[TopicPartitionKey, int] = {}
         self._backoff = LeaderBackoff()
         self._latest: Any = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        merged: dict[str, object] = {
-            "client.id": "offsetwatch-log-end-sampler",
-            # broker handles for the address watch (exporter/kafka_clients.py)
-            "statistics.interval.ms": 5000,
-        }
-        merged.update(config)
         self._refusals = _RefusedConnections()
-        if "logger" not in merged:
-            merged["logger"] = self._refusals.logger(f"{__name__}.librdkafka")
-        self.config_for_logging = redact(merged)
+        merged = self._merged(config)
         log.info("log-end sampler config: %s", self.config_for_logging)
         self._user_stats_cb = merged.get("stats_cb")
         self._config = {**merged, "stats_cb": self._on_stats}
+        #: settings the next admin client is to take (credentials rotated), from any thread
+        self._next_config: dict[str, object] | None = None
         self._admin_factory = admin_factory
         self._addresses = AddressWatch()
         self._replace = False
@@ -251,6 +245,25 @@ class LogEndSampler:
         if callable(self._user_stats_cb):
             self._user_stats_cb(stats_json)
 
+    def _merged(self, config: Mapping[str, object]) -> dict[str, object]:
+        merged: dict[str, object] = {
+            "client.id": "offsetwatch-log-end-sampler",
+            # broker handles for the address watch (exporter/kafka_clients.py)
+            "statistics.interval.ms": 5000,
+        }
+        merged.update(config)
+        if "logger" not in merged:
+            merged["logger"] = self._refusals.logger(f"{__name__}.librdkafka")
+        self.config_for_logging = redact(merged)
+        return merged
+
+    def reconfigure(self, config: Mapping[str, object]) -> None:
+        """Sample with a new admin client made from `config` (a credential file was
+        replaced); any thread, taken at the next round."""
+        self._next_config = self._merged(config)
+        self._replace = True
+        self.wake()
+
     def _watch_admin(self) -> None:
         """Serve the admin client's statistics reports; replace a client left without a
         broker address (exporter/kafka_clients.py), which would never answer again."""
@@ -258,11 +271,17 @@ class LogEndSampler:
         if not self._replace:
             return
         self._replace = False
-        log.warning(
-            "log-end sampler: the admin client has had no broker address for %d statistics "
-            "reports (librdkafka dropped the broker from a metadata answer); using a new one",
-            self._addresses.reports,
-        )
+        next_config, self._next_config = self._next_config, None
+        if next_config is not None:
+            self._config = {**next_config, "stats_cb": self._on_stats}
+            log.info("log-end sampler: the credential files changed; using a new admin client")
+        else:
+            log.warning(
+                "log-end sampler: the admin client has had no broker address for %d "
+                "statistics reports (librdkafka dropped the broker from a metadata answer); "
+                "using a new one",
+                self._addresses.reports,
+            )
         self._addresses.reset()
         self._admin = self._admin_factory(self._config)
         self._resolver.use(self._admin)

@@ -191,7 +191,7 @@ def test_broker_outage_keeps_serving_and_loses_nothing(
             wait_for(lambda: readyz(service).status == 503, "/readyz 503")
             body = readyz(service).json()
             assert body["ready"] is False and body["source_up"] is False
-            assert body["reason"] == "source down"
+            assert body["reason"].startswith("source down"), body
             assert service._thread is not None and service._thread.is_alive()  # the main loop
             assert {g["group"] for g in api_groups(service)} == groups_before
             rows_during = _committed_rows(service, "billing-0")

@@ -5,6 +5,9 @@ come from the same broker's PLAINTEXT listener, as a super user (tests/secured_b
 
 from __future__ import annotations
 
+import datetime
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,12 @@ from offsetwatch.exporter.serve.api import group_detail, readiness
 from tests.exporter.daemon_helpers import exporter_config, running_exporter, wait_for
 from tests.exporter.real_broker_helpers import Committer, kafka_offsets
 from tests.real_broker import unique
-from tests.secured_broker import MTLS_PRINCIPAL, SecuredBroker, secured_broker
+from tests.secured_broker import (
+    MTLS_PRINCIPAL,
+    SecuredBroker,
+    issue_client_certificate,
+    secured_broker,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -24,11 +32,15 @@ USER, PASSWORD = "monitor", "monitor-secret"
 PRINCIPAL = f"User:{USER}"
 #: what `offsetwatch export` needs (docs/security.md): the source and the data topics' ends
 EXPORT_ACLS = [("topic", OFFSETS_TOPIC, "read")]
+REAUTH_MS = 3000
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
-    with secured_broker(tmp_path_factory.mktemp("secured")) as broker:
+    # re-authentication every few seconds (KIP-368): how a password changed on the broker
+    # reaches connections that are already open, as it does in clusters that set it
+    reauth = f"connections.max.reauth.ms={REAUTH_MS}"
+    with secured_broker(tmp_path_factory.mktemp("secured"), reauth) as broker:
         broker.add_user(USER, PASSWORD)
         yield broker
 
@@ -214,3 +226,119 @@ def test_a_topic_without_describe_is_not_authorized_never_deleted(secured: Secur
         for committer in committers:
             committer.stop()
         secured.revoke(PRINCIPAL, acls)
+
+
+def _replace(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".new")
+    partial.write_text(text)
+    partial.rename(path)
+
+
+def _renewals(service: Any) -> int:
+    watch = service.exporter.readers.credentials
+    return 0 if watch is None else int(watch.renewals_total)
+
+
+def test_a_rotated_scram_password_is_said_and_a_new_password_file_recovers(
+    secured: SecuredBroker, tmp_path: Path
+) -> None:
+    """The password changes on the broker first: re-authentication with the old one fails and
+    the exporter is not ready, saying why. The mounted secret is replaced next: new clients,
+    ready again, no restart."""
+    user, topic, group = unique("rotating"), unique("orders"), unique("rotation")
+    secured.add_user(user, "first-secret")
+    secured.broker.create_topic(topic, 2)
+    secured.broker.produce(topic, [20, 20])
+    principal = f"User:{user}"
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
+    secured.grant(principal, acls)
+    committer = Committer(secured.broker, topic, group, 2)
+    password = tmp_path / "kafka-password"
+    password.write_text("first-secret\n")
+    properties = secured.sasl_properties(user, "")
+    del properties["sasl.password"]
+    properties["sasl.password.file"] = str(password)
+    try:
+        with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            secured.add_user(user, "second-secret")
+            wait_for(
+                lambda: not readiness(stats)[0],
+                "not ready once re-authentication with the old password fails",
+                describe=lambda: readiness(stats),
+            )
+            _ready, body = readiness(stats)
+            print("readyz while the old password is refused:", body["reason"])
+            assert "Authentication failed" in json.dumps(body), body["reason"]
+            _replace(password, "second-secret\n")
+            wait_for(
+                lambda: readiness(stats)[0],
+                "ready again with the new password file, without a restart",
+                describe=lambda: readiness(stats),
+            )
+            assert _renewals(service) == 1
+            committer.stop()
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+    finally:
+        committer.stop()
+        secured.revoke(principal, acls)
+
+
+def test_an_expired_client_certificate_is_said_and_a_renewed_one_recovers(
+    secured: SecuredBroker, tmp_path: Path
+) -> None:
+    """A client certificate expires while the exporter runs. Open connections live on; once
+    the broker restarts, every new one is refused: not ready, saying why. cert-manager then
+    renews the files: new clients, ready again, no restart. (Last in the module: it restarts
+    the module's broker.)"""
+    topic, group = unique("orders"), unique("expiry")
+    secured.broker.create_topic(topic, 1)
+    secured.broker.produce(topic, [5])
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
+    secured.grant(MTLS_PRINCIPAL, acls)
+    cert, key = tmp_path / "client.pem", tmp_path / "client.key"
+    expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)
+    issue_client_certificate(secured.certificates, cert, key, expires)
+    properties = {
+        **secured.mtls_properties(),
+        "ssl.certificate.location": str(cert),
+        "ssl.key.location": str(key),
+    }
+    committer = Committer(secured.broker, topic, group, 1)
+    try:
+        wait_for(lambda: committer.commits >= 2, "commits")
+        committer.stop()
+        with running_exporter(_config(secured, secured.mtls, properties)) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            left_s = (expires - datetime.datetime.now(datetime.UTC)).total_seconds()
+            time.sleep(max(0.0, left_s + 1))  # the clock must pass the certificate's end
+            secured.broker.control("stop")
+            secured.broker.control("restart")
+
+            def refused() -> bool:
+                ready, body = readiness(stats)
+                # the broker's TLS alert in librdkafka's words (Java answers an expired
+                # certificate with alert 46, "certificate unknown"), then what to check
+                reason = str(body.get("reason"))
+                return not ready and "alert certificate" in reason and "expiry" in reason
+
+            wait_for(
+                refused,
+                "not ready, saying why, once the broker refuses the expired certificate",
+                describe=lambda: readiness(stats),
+            )
+            print("readyz while the certificate is expired:", readiness(stats)[1]["reason"])
+            renewed = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)
+            issue_client_certificate(secured.certificates, cert, key, renewed)
+            wait_for(
+                lambda: readiness(stats)[0],
+                "ready again with the renewed certificate, without a restart",
+                describe=lambda: readiness(stats),
+            )
+            assert _renewals(service) >= 1
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+    finally:
+        committer.stop()
+        secured.revoke(MTLS_PRINCIPAL, acls)

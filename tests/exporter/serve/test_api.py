@@ -79,3 +79,24 @@ def test_the_groups_of_a_stale_partition_are_marked() -> None:
 
 def test_no_freshness_before_the_partitions_are_known() -> None:
     assert freshness_json(Freshness(), GROUP, NOW) is None
+
+
+def test_source_down_says_librdkafka_reason_and_what_to_check_for_credentials() -> None:
+    stats = PipelineStats(source_up=False, ready=True)
+    assert readiness(stats)[1]["reason"] == "source down"
+    stats.source_last_error = "_TRANSPORT: 127.0.0.1:9092/1: Connection refused"
+    assert readiness(stats)[1]["reason"] == (
+        "source down: _TRANSPORT: 127.0.0.1:9092/1: Connection refused"
+    )
+    stats.source_last_error = "_AUTHENTICATION: SASL authentication error: Authentication failed"
+    reason = readiness(stats)[1]["reason"]
+    assert reason.startswith("source down: _AUTHENTICATION: SASL authentication error")
+    assert "check the credentials" in reason and "file is replaced" in reason
+    stats.source_last_error = (
+        "ssl://127.0.0.1:9093/1: Receive failed: error:0A000416:SSL routines::ssl/tls alert "
+        "certificate unknown: SSL alert number 46"
+    )
+    assert "check the TLS files" in readiness(stats)[1]["reason"]
+    # a refused connection to a TLS listener is no TLS problem
+    stats.source_last_error = "ssl://127.0.0.1:9093/1: Connect failed: Connection refused"
+    assert readiness(stats)[1]["reason"].endswith("Connection refused")
