@@ -550,6 +550,10 @@ class OffsetsTopicSource:
         if code == KafkaError._PARTITION_EOF and partition is not None and offset is not None:
             events.append(PartitionEof(partition, offset))
             return
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED and partition is None:
+            # as in _on_error: the consumer's own unused group id, which reached the queue
+            log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
+            return
         self.errors_total += 1
         out_of_range = code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
         if out_of_range and partition is not None and offset is not None:

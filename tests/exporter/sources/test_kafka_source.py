@@ -856,3 +856,17 @@ def test_consume_rate(cluster: MockCluster, capsys: pytest.CaptureFixture[str]) 
 def test_events_that_reach_a_log_line_read_as_sentences(event: object, said: str) -> None:
     """The share-state reader logs these events as they are: never a dataclass repr."""
     assert str(event) == said
+
+
+def test_its_own_group_id_refused_is_no_error_on_either_path() -> None:
+    """confluent-kafka makes a consumer take a group id; the source never joins it, so the
+    broker's refusal to find its coordinator is nobody's problem, whether it comes through
+    error_cb or as a client-wide error in the consume queue."""
+    source = OffsetsTopicSource({}, consumer_factory=lambda _config: _Prefetched(10, 10))
+    refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
+    events: list[Any] = []
+    source._on_error(refused)
+    source._partition_error(None, None, refused, events)
+    assert (events, source.errors_total) == ([], 0)
+    batch = source.poll_batch()
+    assert not any(isinstance(event, SourceError) for event in batch.events), batch.events
