@@ -320,7 +320,8 @@ class RecordPublisher:
         """A producer without a broker address (exporter/kafka_clients.py) never delivers
         again. What it holds is purged: each purged record is a failed delivery, which holds
         the checkpoint back like any other (a restart publishes it); what comes next goes
-        through a new producer."""
+        through a new producer. One replaced on a credential change (`reconfigure`) is not
+        purged: it delivers what it holds for RETIRE_DRAIN_S first (`_serve_retiring`)."""
         self._replace = False
         old = self._producer
         next_config, self._next_config = self._next_config, None
@@ -329,28 +330,24 @@ class RecordPublisher:
             # expires): it keeps what it holds, served by poll(), for a while
             self._config = next_config
             self._retiring.append((old, time.monotonic() + RETIRE_DRAIN_S))
-            self._generations.advance()
-            self._addresses.reset()
-            self._producer = self._new_producer()
-            self.producers_replaced += 1
             log.info(
                 "publisher: the credential files changed; a new producer takes over (the "
                 "old one delivers what it holds for up to %g s, then what is left counts as "
                 "failed deliveries)",
                 RETIRE_DRAIN_S,
             )
-            return
-        log.warning(
-            "publisher: the producer has had no broker address for %d statistics reports "
-            "(librdkafka dropped the broker from a metadata answer); its queued records "
-            "count as failed deliveries and a new producer takes over",
-            self._addresses.reports,
-        )
-        try:
-            old.purge(in_queue=True, in_flight=True, blocking=False)
-            old.flush(2.0)  # serves the purged records' delivery reports
-        except (KafkaException, RuntimeError) as exc:
-            log.debug("publisher: purging the producer given up on: %s", exc)
+        else:
+            log.warning(
+                "publisher: the producer has had no broker address for %d statistics "
+                "reports (librdkafka dropped the broker from a metadata answer); its queued "
+                "records count as failed deliveries and a new producer takes over",
+                self._addresses.reports,
+            )
+            try:
+                old.purge(in_queue=True, in_flight=True, blocking=False)
+                old.flush(2.0)  # serves the purged records' delivery reports
+            except (KafkaException, RuntimeError) as exc:
+                log.debug("publisher: purging the producer given up on: %s", exc)
         self._generations.advance()
         self._addresses.reset()
         self._producer = self._new_producer()

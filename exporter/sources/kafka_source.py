@@ -794,8 +794,13 @@ class OffsetsTopicSource:
         with self._lock:
             if self._up:
                 return None
-            why, last = self._down_reason, self._last_transport_error
-        return f"{why}; the last failure: {last}" if last and last not in why else why
+            return self._with_last_failure(self._down_reason)
+
+    def _with_last_failure(self, text: str) -> str:
+        """`text` and librdkafka's last connection failure, unless it says it already:
+        "1/1 brokers are down" alone hides why (a refused login, a handshake)."""
+        last = self._last_transport_error
+        return f"{text}; the last failure: {last}" if last and last not in text else text
 
     def down_for_s(self) -> float:
         with self._lock:
@@ -885,11 +890,8 @@ class OffsetsTopicSource:
         self._up = False
         self._down_ends = fetched_ends
         self._down_since = self._clock()
-        last = self._last_transport_error
-        if last and last not in why:
-            why = f"{why}; the last failure: {last}"
         self._down_reason = why
-        log.warning("%s source: %s", self.topic, why)
+        log.warning("%s source: %s", self.topic, self._with_last_failure(why))
 
     def _mark_up(self) -> None:
         if not self._up:
@@ -937,11 +939,7 @@ class OffsetsTopicSource:
                     + (f"; the last failure: {last}" if last else "")
                     + "; waiting",
                 )
-            message = err.str()
-            last = self._last_transport_error
-            if code in _DOWN_CODES and last:
-                # "1/1 brokers are down" alone hides why: a refused login, a handshake
-                message = f"{message}; the last failure: {last}"
+            message = self._with_last_failure(err.str()) if code in _DOWN_CODES else err.str()
             self._events.append(
                 SourceError(err.name(), message, None, err.fatal(), err.retriable())
             )
