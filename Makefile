@@ -60,9 +60,10 @@ test: style
 test-compat: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py
 
-# The 3-node tier (tests marked `cluster`: tests/exporter/test_three_brokers_real.py): the
-# exporter through a leader kill, a controller kill, a rolling restart, two of three nodes
-# down and a hung node, on the default release; kept out of `test`, whose time it would add to
+# The multi-node tier (tests marked `cluster`), kept out of `test`, whose time it would add to:
+# tests/exporter/test_three_brokers_real.py, the exporter through a leader kill, a controller
+# kill, a rolling restart, two of three nodes down and a hung node, on the default release; and
+# tests/spark_jobs/test_cluster.py, the Spark jobs on Spark's local-cluster (five JVMs)
 test-cluster: $(STAMP)
 	scripts/kafka/broker fetch
 	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP

@@ -92,13 +92,12 @@ def bench_dir() -> Path:
 
 #: The CPU-bound Spark tests run in two groups of about equal length, each group in one worker
 #: with that worker's one SparkSession (one JVM; a third CPU-bound group was measured slower:
-#: one more JVM costs more CPU than its shorter tail saves); test_cluster starts its own JVMs in
-#: child processes, so it runs beside them; the two real-broker Spark modules, which mostly
-#: wait, are a group each
+#: one more JVM costs more CPU than its shorter tail saves); the two real-broker Spark modules,
+#: which mostly wait, are a group each (test_cluster, marked `cluster`, runs under
+#: `make test-cluster`)
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
 _OWN_GROUPS: Final = {
-    "tests/spark_jobs/test_cluster.py": "spark-cluster",
     # on the real broker: mostly waiting (a workload of real clients, streaming triggers, a
     # broker killed and restarted), so a JVM of their own overlaps the CPU-bound groups
     "tests/spark_jobs/test_path_matrix_live.py": "spark-live",
@@ -112,7 +111,6 @@ _FIRST: Final = (
     "spark-outage",
     "spark",
     "spark-sources",
-    "spark-cluster",
     # the real-broker modules mostly wait (brokers of their own starting and crashing,
     # rebalances, Kafka's tools in JVMs): begun early, they overlap the CPU-bound ones
     "tests/exporter/test_broker_faults_real.py",

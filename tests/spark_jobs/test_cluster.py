@@ -25,7 +25,9 @@ from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.session import PACKAGE_ZIP
 from tests.spark_jobs.lake_records import classic, commit, log_end
 
-pytestmark = pytest.mark.spark
+#: a master, two workers and two executor JVMs: as much CPU as the rest of the Spark tests
+#: together on two cores, so it runs in the multi-node tier (`make test-cluster`)
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 MASTER = "local-cluster[2,1,1024]"
 BASE_MS = 1_795_000_000_000  # 2026-11-18
