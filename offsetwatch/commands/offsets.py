@@ -264,13 +264,29 @@ def export_offsets(args: argparse.Namespace, broker: OffsetBroker) -> int:
 # -- checks shared by reset and migrate ------------------------------------------------------
 
 
-def _describe(broker: OffsetBroker, group_ids: Sequence[str]) -> dict[str, GroupInfo] | None:
-    from offsetwatch.offset_ops import Unsupported
+def _describe(
+    broker: OffsetBroker, group_ids: Sequence[str], writing: str | None = None
+) -> dict[str, GroupInfo] | None:
+    """`writing`: the group whose offsets the command will commit; where its Describe is
+    refused, the grant named is Read (which implies Describe): a Describe grant alone would
+    only move the refusal to the commit."""
+    from offsetwatch.offset_ops import NotAuthorized, Unsupported
 
     try:
         return broker.describe_groups(group_ids)
     except Unsupported:
         return None
+    except NotAuthorized as refused:
+        if refused.resource != "group" or refused.name != writing:
+            raise
+        raise NotAuthorized(
+            f"not authorized to describe group {writing!r}, whose offsets this commits: it "
+            f"needs Read on the group (Read implies Describe); grant it: "
+            f"{broker.grant('Read', 'group', writing)}",
+            "group",
+            writing,
+            "Read",
+        ) from refused
 
 
 def _check_inactive(
@@ -379,7 +395,7 @@ def _reset(args: argparse.Namespace, broker: OffsetBroker) -> int:
     mode = _mode(args, now_ms)
     scopes = [parse_topic_scope(text) for text in args.topic]
     counts = broker.partition_counts()
-    infos = _describe(broker, [args.group])
+    infos = _describe(broker, [args.group], args.group if args.execute else None)
     current = broker.committed({args.group: None})[args.group]
     info = None if infos is None else infos.get(args.group)
     if not current and (info is None or not info.exists):
@@ -445,7 +461,7 @@ def _migrate(args: argparse.Namespace, broker: OffsetBroker) -> int:
     from offsetwatch.offset_ops.scope import check_partitions
 
     source, target = args.from_group, args.to_group
-    infos = _describe(broker, [source, target])
+    infos = _describe(broker, [source, target], target if args.execute else None)
     found = broker.committed({source: None, target: None})
     if not found[source]:
         raise UsageError(f"unknown group {source!r}: it has no committed offsets")

@@ -31,6 +31,7 @@ from offsetwatch.offset_ops.model import (
     GroupInfo,
     GroupListing,
     MemberInfo,
+    NotAuthorized,
     OffsetOpsError,
     OutcomeUnknown,
     TopicPartitionKey,
@@ -147,9 +148,12 @@ class AdminBroker:
                     out[group_id] = GroupInfo(group_id, "UNKNOWN", "DEAD", "", "", False)
                     continue
                 if error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                    raise OffsetOpsError(
+                    raise NotAuthorized(
                         f"not authorized to describe group {group_id!r} ({error.str()}); grant "
-                        f"it: {self.grant('Describe', 'group', group_id)}"
+                        f"it: {self.grant('Describe', 'group', group_id)}",
+                        "group",
+                        group_id,
+                        "Describe",
                     ) from exc
                 raise OffsetOpsError(f"describing group {group_id!r} failed: {exc}") from exc
             out[group_id] = self._group_info(description)
@@ -312,6 +316,27 @@ class AdminBroker:
     def grant(self, operation: str, resource: Resource, name: str = "") -> str:
         return grant_line(self._properties, operation, resource, name)
 
+    def _check_commit_authorized(
+        self, group_id: str, error: KafkaError, topic: str, outcome: str
+    ) -> None:
+        """An OffsetCommit refused for an ACL raises NotAuthorized naming the grant: the
+        group's Read, or Read on a topic it commits for (`outcome` says what was committed)."""
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            resource: Resource = "group"
+            name, what = group_id, f"group {group_id!r}"
+        elif error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and topic:
+            resource, name, what = "topic", topic, f"topic {topic!r}"
+        else:
+            return
+        raise NotAuthorized(
+            f"not authorized to commit offsets of group {group_id!r}: committing needs Read "
+            f"on {what} ({error.str()}); grant it: {self.grant('Read', resource, name)}; "
+            f"{outcome}",
+            resource,
+            name,
+            "Read",
+        )
+
     def alter(self, group_id: str, offsets: Mapping[TopicPartitionKey, Committed]) -> None:
         """Raises OffsetOpsError when the broker answered and refused (saying what, if
         anything, it committed), OutcomeUnknown when no answer came after sending."""
@@ -328,6 +353,7 @@ class AdminBroker:
             error = _error(exc)
             if error is None or _may_have_been_sent(error):
                 raise OutcomeUnknown(group_id, _error_text(exc)) from exc
+            self._check_commit_authorized(group_id, error, "", "nothing was committed")
             raise OffsetOpsError(
                 f"committing offsets of group {group_id!r}: {_error_text(exc)}; nothing was "
                 "committed"
@@ -340,17 +366,19 @@ class AdminBroker:
             tp = next(tp for tp in failed if _may_have_been_sent(tp.error))
             raise OutcomeUnknown(group_id, f"{tp.topic}:{tp.partition}: {tp.error.str()}")
         tp = failed[0]
-        if tp.error.name() in _MEMBER_ERRORS:
-            raise OffsetOpsError(
-                f"the broker refused to commit offsets of group {group_id!r} "
-                f"({tp.error.name()}): the group has members; stop its consumers first"
-            )
         applied = len(result.topic_partitions) - len(failed)
         what = (
             "nothing was committed"
             if not applied
             else f"the other {applied} partition(s) were committed"
         )
+        for refused in failed:
+            self._check_commit_authorized(group_id, refused.error, refused.topic, what)
+        if tp.error.name() in _MEMBER_ERRORS:
+            raise OffsetOpsError(
+                f"the broker refused to commit offsets of group {group_id!r} "
+                f"({tp.error.name()}): the group has members; stop its consumers first"
+            )
         raise OffsetOpsError(
             f"the broker refused to commit offsets of group {group_id!r} on {len(failed)} "
             f"partition(s), first {tp.topic}:{tp.partition} ({tp.error.name()}: "

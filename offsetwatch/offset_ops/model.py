@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from offsetwatch.core.acl_hints import Resource
+
 TopicPartitionKey: TypeAlias = tuple[str, int]
 
 # States in which a group has no members (classic and KIP-848 groups spell them alike).
@@ -13,6 +15,17 @@ INACTIVE_STATES = frozenset({"EMPTY", "DEAD", "UNKNOWN"})
 
 class OffsetOpsError(Exception):
     """A problem the operator must fix (bad input, a refused plan); nothing was written."""
+
+
+class NotAuthorized(OffsetOpsError):
+    """The broker refused for want of an ACL: the principal may not do `operation` on the
+    resource. The message names the `kafka-acls.sh` grant; the fields let a command that
+    needs more than the refused request (a reset that will commit needs Read where its
+    describe needed Describe) name the grant that covers all of it."""
+
+    def __init__(self, message: str, resource: Resource, name: str, operation: str) -> None:
+        super().__init__(message)
+        self.resource, self.name, self.operation = resource, name, operation
 
 
 class OutcomeUnknown(Exception):
