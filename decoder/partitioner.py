@@ -1,4 +1,5 @@
-"""Which `__consumer_offsets` partition holds a group (the group coordinator's formula)."""
+"""Which coordinator partition holds a group (`__consumer_offsets`) or a share partition
+(`__share_group_state`): the coordinators' own formulas."""
 
 from __future__ import annotations
 
@@ -23,3 +24,13 @@ def partition_for(group_id: str, num_partitions: int = DEFAULT_PARTITIONS) -> in
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     h = java_string_hash(group_id)
     return (0 if h == _INT_MIN else abs(h)) % num_partitions
+
+
+def share_state_partition_for(
+    group_id: str, topic_id: str, partition: int, num_partitions: int
+) -> int:
+    """The `__share_group_state` partition holding a share partition's state: the share
+    coordinator's `Utils.abs(SharePartitionKey.asCoordinatorKey().hashCode()) % numPartitions`,
+    whose key is `"%s:%s:%d"` of group id, topic id (Kafka's base64 form) and partition
+    (ShareCoordinatorService.partitionFor, Kafka 4.0+)."""
+    return partition_for(f"{group_id}:{topic_id}:{partition}", num_partitions)

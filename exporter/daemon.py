@@ -139,6 +139,9 @@ class Readers:
     source_ends: queue.SimpleQueue[SourceEnds] = field(default_factory=queue.SimpleQueue)
     #: the `__consumer_offsets` partitions read, published by the main loop (immutable)
     source_partitions: frozenset[int] = frozenset()
+    #: the same two for `__share_group_state` (the share groups' state)
+    share_state_ends: queue.SimpleQueue[SourceEnds] = field(default_factory=queue.SimpleQueue)
+    share_state_partitions: frozenset[int] = frozenset()
     #: tracked topics the broker refuses to describe -> its error, replaced by the sampler's
     #: thread each round (never changed in place)
     denied_topics: Mapping[str, str] = field(default_factory=dict)
@@ -261,7 +264,7 @@ class Exporter:
         if cfg.archive_dir is not None:
             _check_writable_dir(Path(cfg.archive_dir), "--archive-dir")
         restored = self.checkpointer.restore(self.store)
-        self.store.freshness.since_ms = self.clock_ms()
+        self.store.freshness.since_ms = self.store.share_freshness.since_ms = self.clock_ms()
         positions = None if restored is None else restored.positions
         cluster_id = None if restored is None else restored.cluster_id
         self.readers.offsets = SourceReader(
@@ -323,6 +326,17 @@ class Exporter:
         """Called on the sampler thread: the source's log ends, for the main loop."""
         self.readers.source_ends.put((time_ms, ends, errors))
 
+    def share_state_partitions(self) -> frozenset[int]:
+        """Called on the sampler thread: the `__share_group_state` partitions read (none while
+        the topic does not exist), the immutable set published by the main loop."""
+        return self.readers.share_state_partitions
+
+    def on_share_state_ends(
+        self, time_ms: int, ends: dict[int, int], errors: dict[int, str]
+    ) -> None:
+        """Called on the sampler thread: `__share_group_state`'s log ends, for the main loop."""
+        self.readers.share_state_ends.put((time_ms, ends, errors))
+
     def on_denied(self, denied: dict[str, str]) -> None:
         """Called on the sampler thread: the tracked topics it may not describe."""
         self.readers.denied_topics = dict(denied)
@@ -341,13 +355,16 @@ class Exporter:
             self.store.apply_sample(time_ms, offsets)
             self.stats.last_sample_ms = time_ms
             self.sinks.write_log_ends(time_ms, offsets)
-        source_ends = self.readers.source_ends
-        while True:
-            try:
-                time_ms, ends, errors = source_ends.get_nowait()
-            except queue.Empty:
-                return
-            self.store.freshness.on_log_ends(time_ms, ends, errors)
+        for rounds, freshness in (
+            (self.readers.source_ends, self.store.freshness),
+            (self.readers.share_state_ends, self.store.share_freshness),
+        ):
+            while True:
+                try:
+                    time_ms, ends, errors = rounds.get_nowait()
+                except queue.Empty:
+                    break
+                freshness.on_log_ends(time_ms, ends, errors)
 
     # -- the main loop ---------------------------------------------------------------------
 
@@ -446,10 +463,16 @@ class Exporter:
                     SHARE_STATE_TOPIC,
                     event,
                 )
-                self.store.clear_share()
+                self.store.clear_share(self.clock_ms())
                 reader.restart_from_beginning()
                 return
-        self.store.ingest_share(batch.messages)
+            if isinstance(event, SourceError):
+                # named in the cause of a share-state partition not read up to its end
+                self.stats.share_state_last_error = f"{event.code}: {event.message}"
+        ends = {e.partition: e.offset for e in batch.events if isinstance(e, PartitionEof)}
+        if batch.messages or ends:
+            self.stats.share_state_last_error = None  # reading again
+        self.store.ingest_share(batch.messages, ends, self.clock_ms())
 
     def _watch_live(self) -> None:
         """Hand records to the live stream only while someone watches: unwatched, the
@@ -557,11 +580,21 @@ class Exporter:
         # without a log-end sampler (a bare Exporter, as tests step it) nothing confirms an
         # idle partition, so nothing is judged stale
         sampled = self.readers.request_sample is not None
+        stale_after_ms = int(self.config.stale_after_s_resolved * 1000) if sampled else 0
         self.stats.freshness = self.store.freshness.view(
-            assigned,
-            source.partition_count(),
-            int(self.config.stale_after_s_resolved * 1000) if sampled else 0,
-            self.stats.source_last_error,
+            assigned, source.partition_count(), stale_after_ms, self.stats.source_last_error
+        )
+        share = self.readers.share
+        if share is None:
+            return
+        # no partition is assigned while `__share_group_state` does not exist: nothing tracked
+        share_assigned = share.source.assigned_partitions()
+        self.readers.share_state_partitions = frozenset(share_assigned)
+        self.stats.share_state_freshness = self.store.share_freshness.view(
+            share_assigned,
+            share.source.partition_count(),
+            stale_after_ms,
+            self.stats.share_state_last_error,
         )
 
     def _check_ready(self, reader: SourceReader, tracked: set[tuple[str, int]]) -> None:
@@ -587,7 +620,10 @@ class Exporter:
         whether it is a full one or the counters-only one of a catch-up."""
         started = time.perf_counter()
         full = self.stats.ready if ready is None else ready
-        snapshot = self.judge.judge(self.store, now_ms, full, self.stats.freshness)
+        stats = self.stats
+        snapshot = self.judge.judge(
+            self.store, now_ms, full, stats.freshness, stats.share_state_freshness
+        )
         self.stats.snapshot_time_ms = now_ms
         if full:
             self.stats.snapshot_duration_s = time.perf_counter() - started

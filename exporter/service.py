@@ -6,6 +6,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.judge.snapshot import Snapshot
@@ -44,6 +45,9 @@ class ExporterService:
             source_partitions=self.exporter.source_partitions,
             on_source_ends=self.exporter.on_source_ends,
             on_denied=self.exporter.on_denied,
+            share_state_topic=SHARE_STATE_TOPIC,
+            share_state_partitions=self.exporter.share_state_partitions,
+            on_share_state_ends=self.exporter.on_share_state_ends,
         )
         self.exporter.readers.request_sample = self.sampler.wake
         self.exporter.readers.renew_sampler = self.sampler.reconfigure

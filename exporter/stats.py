@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from offsetwatch.decoder.partitioner import partition_for
+from offsetwatch.decoder.partitioner import partition_for, share_state_partition_for
 
 __all__ = [
     "TOMBSTONE",
@@ -98,7 +98,8 @@ class SourcePartition:
 
 @dataclass(frozen=True, slots=True)
 class StalePartition:
-    """A `__consumer_offsets` partition whose state the cluster has not confirmed lately."""
+    """A partition of `__consumer_offsets` (or of `__share_group_state`) whose state the
+    cluster has not confirmed lately."""
 
     partition: int
     #: epoch ms of the last confirmation; 0 = never since `Freshness.since_ms`
@@ -117,14 +118,16 @@ def _no_causes() -> Mapping[int, str]:
 
 @dataclass(frozen=True, slots=True)
 class Freshness:
-    """When the cluster last confirmed each `__consumer_offsets` partition's state complete
-    (exporter/state/source_freshness.py): immutable, for readiness, the API and the metrics.
+    """When the cluster last confirmed each partition's state complete, of `__consumer_offsets`
+    or (a second instance) of `__share_group_state` (exporter/state/source_freshness.py):
+    immutable, for readiness, the API and the metrics.
 
     A partition is stale once it has gone unconfirmed for longer than `stale_after_ms`."""
 
     #: the partitions this exporter reads, ascending
     tracked: tuple[int, ...] = ()
-    #: partitions of `__consumer_offsets` (a group's partition: `partition_for`)
+    #: partitions of the topic (a group's partition: `of_group`; a share partition's:
+    #: `of_share`)
     partition_count: int = 0
     #: partition -> epoch ms of its last confirmation (absent: none yet)
     confirmed_ms: Mapping[int, int] = field(default_factory=_no_times)
@@ -168,6 +171,15 @@ class Freshness:
         """The `__consumer_offsets` partition holding the group's records."""
         count = self.partition_count
         return partition_for(group_id, count) if count > 0 else None
+
+    def of_share(self, group_id: str, topic_id: str, partition: int) -> int | None:
+        """The `__share_group_state` partition holding a share partition's state (for the
+        share-state instance; None while the topic's partitions are unknown or it does not
+        exist)."""
+        count = self.partition_count
+        if count <= 0:
+            return None
+        return share_state_partition_for(group_id, topic_id, partition, count)
 
 
 #: how many unknown records `PipelineStats.unknown_seen` remembers (the counters count all)
@@ -245,6 +257,11 @@ class PipelineStats:
     parts: list[PartHealth] = field(default_factory=list)
     #: how fresh each `__consumer_offsets` partition's state is, as of the last second
     freshness: Freshness = field(default_factory=Freshness)
+    #: the same for each `__share_group_state` partition (nothing tracked while the topic
+    #: does not exist: no share group yet, or Kafka 3.9)
+    share_state_freshness: Freshness = field(default_factory=Freshness)
+    #: the `__share_group_state` reader's last error, until it reads again
+    share_state_last_error: str | None = None
     #: tracked topics the broker refuses to describe -> (its error, the grant to make);
     #: replaced whole, never changed in place
     denied_topics: dict[str, tuple[str, str]] = field(default_factory=dict)

@@ -22,11 +22,17 @@ class Judge:
     snapshot: Snapshot = EMPTY_SNAPSHOT
 
     def judge(
-        self, store: StateStore, now_ms: int, ready: bool, freshness: Freshness | None = None
+        self,
+        store: StateStore,
+        now_ms: int,
+        ready: bool,
+        freshness: Freshness | None = None,
+        share_freshness: Freshness | None = None,
     ) -> Snapshot:
         """The snapshot of `store` at `now_ms`: a full one when `ready`, else the
         counters-only one of a catch-up (no rows, lag, status nor diagnosis: nothing shows
-        them before ready); `freshness` says which groups' state the cluster confirmed."""
+        them before ready); `freshness` says which groups' state the cluster confirmed, and
+        `share_freshness` which share partitions' state (`__share_group_state`)."""
         store.offsets.roll_windows(now_ms, self.window_ms)
         store.share.roll_windows(now_ms, self.window_ms)
         share_errors = {"undecodable": sum(store.share_ingestor.decode_errors.values())}
@@ -49,5 +55,7 @@ class Judge:
             store.topic_names.publish_unknown_assigned(self.builder.views.take_unnamed())
         if freshness is not None:
             snapshot = replace(snapshot, freshness=freshness)
+        if share_freshness is not None:
+            snapshot = replace(snapshot, share_freshness=share_freshness)
         self.snapshot = snapshot
         return snapshot

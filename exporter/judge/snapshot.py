@@ -123,6 +123,8 @@ class Snapshot:
     share_stats: ShareStats = ShareStats()
     #: how fresh each `__consumer_offsets` partition's state was when this was built
     freshness: Freshness = Freshness()
+    #: the same for each `__share_group_state` partition (the share groups' state)
+    share_freshness: Freshness = Freshness()
 
     def group(self, group_id: str) -> GroupSnapshot | None:
         for group in self.groups:

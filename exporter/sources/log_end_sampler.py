@@ -23,7 +23,9 @@ A round in which nothing at all was learned does not call `on_sample`.
 
 With `source_topic`, each round then asks the log ends of the source's own partitions
 (read_committed, as the source reads) for `on_source_ends`: what tells a frozen source from an
-idle one (exporter/state/source_freshness.py).
+idle one (exporter/state/source_freshness.py). With `share_state_topic`, the same for the
+`__share_group_state` partitions the share-state reader reads (`on_share_state_ends`); none
+are asked while that topic does not exist (no share group yet, or Kafka 3.9).
 
 With `topic_ids`/`on_topic_names`, each round first looks up the names of the topic ids the
 exporter cannot name (share partitions are keyed by topic id:
@@ -130,6 +132,9 @@ class LogEndSampler:
         source_partitions: Callable[[], Collection[int]] | None = None,
         on_source_ends: SourceEndsCallback | None = None,
         on_denied: Callable[[dict[str, str]], None] | None = None,
+        share_state_topic: str | None = None,
+        share_state_partitions: Callable[[], Collection[int]] | None = None,
+        on_share_state_ends: SourceEndsCallback | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if chunk_size <= 0:
@@ -166,6 +171,9 @@ class LogEndSampler:
         self._source_topic = source_topic
         self._source_partitions = source_partitions
         self._on_source_ends = on_source_ends
+        self._share_state_topic = share_state_topic
+        self._share_state_partitions = share_state_partitions
+        self._on_share_state_ends = on_share_state_ends
         self._on_denied = on_denied
         self._topic_ids = topic_ids
         self._on_topic_names = on_topic_names
@@ -304,7 +312,7 @@ class LogEndSampler:
         failed = 0
         error: str | None = None
         existing: dict[str, set[int]] | None = None
-        if wanted or self._source_topic is not None:
+        if wanted or self._own_topics():
             try:
                 existing = self._existing_partitions({topic for topic, _ in wanted})
             except KafkaException as exc:
@@ -393,10 +401,10 @@ class LogEndSampler:
                 _note_leaders(name, topic, leaders)
             else:
                 absent.append(name)
-        if self._source_topic is not None:
-            source = metadata.topics.get(self._source_topic)
+        for own in self._own_topics():
+            source = metadata.topics.get(own)
             if source is not None and source.error is None:
-                _note_leaders(self._source_topic, source, leaders)
+                _note_leaders(own, source, leaders)
         self._leaders = leaders
         named = {leader for leader in leaders.values() if leader >= 0}
         self._backoff.keep_only(named)
@@ -543,13 +551,34 @@ class LogEndSampler:
         """Brokers the sampler leaves alone for now (they answered nothing lately)."""
         return self._backoff.silent_leaders
 
+    def _own_topics(self) -> list[str]:
+        """The topics the exporter itself reads whose log ends each round asks."""
+        return [t for t in (self._source_topic, self._share_state_topic) if t is not None]
+
     def _sample_source(self, time_ms: int) -> None:
-        """The source topic's log ends, read_committed as the source reads it: what confirms
-        that the exporter's state is complete (exporter/state/source_freshness.py)."""
-        if self._source_topic is None or self._on_source_ends is None:
+        """The log ends of the topics the exporter reads (`__consumer_offsets`, then
+        `__share_group_state`), read_committed as their readers read them: what confirms that
+        the exporter's state is complete (exporter/state/source_freshness.py)."""
+        self._sample_own(self._source_topic, self._source_partitions, self._on_source_ends, time_ms)
+        self._sample_own(
+            self._share_state_topic,
+            self._share_state_partitions,
+            self._on_share_state_ends,
+            time_ms,
+        )
+
+    def _sample_own(
+        self,
+        topic: str | None,
+        partitions: Callable[[], Collection[int]] | None,
+        on_ends: SourceEndsCallback | None,
+        time_ms: int,
+    ) -> None:
+        if topic is None or partitions is None or on_ends is None:
             return
-        assert self._source_partitions is not None
-        keys = [(self._source_topic, p) for p in sorted(self._source_partitions())]
+        # the share-state reader reads nothing while the topic does not exist: then no
+        # partition is asked (and none is judged stale)
+        keys = [(topic, p) for p in sorted(partitions())]
         if not keys:
             return
         results: dict[TopicPartitionKey, int | None] = {}
@@ -560,10 +589,10 @@ class LogEndSampler:
             if end is None:
                 errors[partition] = "unknown topic or partition"
         try:
-            self._on_source_ends(time_ms, ends, errors)
+            on_ends(time_ms, ends, errors)
         except Exception:
             self.callback_errors += 1
-            log.exception("on_source_ends callback failed")
+            log.exception("the %s log-end callback failed", topic)
 
     def _finish(self, sample: SampleRound) -> SampleRound:
         with self._lock:

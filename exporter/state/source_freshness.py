@@ -1,4 +1,6 @@
-"""How fresh the state of each `__consumer_offsets` partition is, as the cluster confirms it.
+"""How fresh the state of each partition of a topic the exporter reads is, as the cluster
+confirms it: one instance for `__consumer_offsets`, one for `__share_group_state` (the share
+groups' state; the same rules, its own sampler rounds and ends of partition).
 
 A partition's state is confirmed as of time T when the log-end sampler asked the partition's
 leader for its end at T (ListOffsets, read_committed as the source reads) and the records

@@ -56,6 +56,8 @@ class StateStore:
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
     #: when the cluster last confirmed each `__consumer_offsets` partition's state complete
     freshness: SourceFreshness = field(default_factory=SourceFreshness)
+    #: the same for each `__share_group_state` partition (the share groups' state)
+    share_freshness: SourceFreshness = field(default_factory=SourceFreshness)
     ingestor: Ingestor = field(init=False)
     share_ingestor: ShareIngestor = field(init=False)
 
@@ -77,8 +79,16 @@ class StateStore:
             self.freshness.on_ends(ends, now_ms)
         return applied
 
-    def ingest_share(self, messages: list[RawMessage]) -> int:
-        return self.share_ingestor.ingest(messages) if messages else 0
+    def ingest_share(
+        self, messages: list[RawMessage], ends: Mapping[int, int] | None = None, now_ms: int = 0
+    ) -> int:
+        """Apply a `__share_group_state` batch; `ends` as for `ingest`."""
+        applied = self.share_ingestor.ingest(messages) if messages else 0
+        if messages:
+            self.share_freshness.on_positions(self.share_ingestor.positions)
+        if ends:
+            self.share_freshness.on_ends(ends, now_ms)
+        return applied
 
     @property
     def positions(self) -> dict[int, int]:
@@ -95,9 +105,11 @@ class StateStore:
         self.ingestor.positions.clear()
         self.freshness.reset(now_ms)
 
-    def clear_share(self) -> None:
+    def clear_share(self, now_ms: int) -> None:
+        """Forget the share-group state and positions: the topic is read again from its start."""
         self.share.clear()
         self.share_ingestor.positions.clear()
+        self.share_freshness.reset(now_ms)
 
     def restore(
         self,

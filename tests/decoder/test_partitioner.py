@@ -9,7 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offsetwatch.decoder import Codec, group_of, partition_for
-from offsetwatch.decoder.partitioner import DEFAULT_PARTITIONS, java_string_hash
+from offsetwatch.decoder.partitioner import (
+    DEFAULT_PARTITIONS,
+    java_string_hash,
+    share_state_partition_for,
+)
 from tests.decoder.strategies import CONFORMANCE_RUNS, real_records, run_info
 
 
@@ -122,3 +126,20 @@ def test_every_conformance_group_lives_in_its_partition(conformance_dir: Path, r
     }
     assert not wrong, f"group -> (partitions seen, computed): {wrong}"
     assert len(groups) > 1
+
+
+@pytest.mark.parametrize(
+    ("group", "topic_id", "partition", "partitions", "state_partition"),
+    [
+        # answered by Kafka 4.0.2's own code: Utils.abs(SharePartitionKey.asCoordinatorKey(
+        # group, Uuid.fromString(topic_id), partition).hashCode()) % partitions
+        ("orders-queue", "Ka5iZpX1TpOuKhN2w1Q3vA", 0, 50, 36),
+        ("orders-queue", "Ka5iZpX1TpOuKhN2w1Q3vA", 7, 50, 43),
+        ("q", "AAAAAAAAAAAAAAAAAAAAAQ", 3, 3, 2),
+        ("billing-share-ü", "x0CwYmbVR3-8nNq2mZ-3_g", 12, 50, 13),
+    ],
+)
+def test_share_state_partition_is_the_share_coordinators(
+    group: str, topic_id: str, partition: int, partitions: int, state_partition: int
+) -> None:
+    assert share_state_partition_for(group, topic_id, partition, partitions) == state_partition

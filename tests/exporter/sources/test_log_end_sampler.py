@@ -101,6 +101,43 @@ def test_each_round_asks_the_source_topics_own_log_ends(cluster: MockCluster) ->
 
 
 @pytest.mark.kafka
+def test_each_round_asks_the_share_state_topics_log_ends_too(cluster: MockCluster) -> None:
+    """`__share_group_state`'s partitions the share reader reads, after the source's own, to
+    their own callback; none asked (no callback) while the reader reads none: the topic does
+    not exist (no share group yet, or Kafka 3.9)."""
+    create_data_topic(cluster, "offsets-source", [4])
+    create_data_topic(cluster, "share-state", [2, 0, 7])
+    source: SourceRounds = []
+    share: SourceRounds = []
+    reading: set[int] = set()
+    sampler = _sampler(
+        cluster.bootstrap_servers,
+        [],
+        [],
+        request_timeout_s=1.0,
+        source_topic="offsets-source",
+        source_partitions=lambda: {0},
+        on_source_ends=lambda t, ends, errors: source.append((t, ends, errors)),
+        share_state_topic="share-state",
+        share_state_partitions=lambda: set(reading),
+        on_share_state_ends=lambda t, ends, errors: share.append((t, ends, errors)),
+    )
+    sampler.sample_once()
+    assert source[-1][1] == {0: 4}
+    assert share == []
+    reading.update({0, 1, 2, 5})
+    sampler.sample_once()
+    (time_ms, ends, errors) = share[-1]
+    assert time_ms == source[-1][0]
+    assert ends == {0: 2, 1: 0, 2: 7}
+    assert set(errors) == {5}
+    cluster.set_down()
+    sampler.sample_once()
+    (_t, ends, errors) = share[-1]
+    assert ends == {} and set(errors) == {0, 1, 2, 5}
+
+
+@pytest.mark.kafka
 def test_background_thread_samples_and_stops(cluster: MockCluster) -> None:
     create_data_topic(cluster, "t", [1, 2])
     tracked: list[TopicPartitionKey] = [("t", 0), ("t", 1)]
