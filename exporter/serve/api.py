@@ -38,6 +38,7 @@ __all__ = [
     "owner_index",
     "readiness",
     "share_json",
+    "share_state_summary",
     "to_json",
 ]
 
@@ -64,11 +65,15 @@ def _last_commit(ms: int) -> JsonDict:
     return {"last_commit_ms": ms if ms > 0 else None, "last_commit": _time(ms)}
 
 
-def group_summary(group: GroupSnapshot, stale: bool = False) -> JsonDict:
+def group_summary(
+    group: GroupSnapshot, stale: bool = False, share_state: JsonDict | None = None
+) -> JsonDict:
     """`stale`: the cluster has not confirmed the group's partition of `__consumer_offsets`
-    lately (its detail says since when and why)."""
+    lately (its detail says since when and why); `share_state` (a share group's, from
+    `share_state_summary`) adds its `share_state_*` fields, and its stale state partitions
+    make the group `stale` too."""
     view = group.view
-    return {
+    summary: JsonDict = {
         "group": view.group_id,
         "kind": view.kind,
         "state": view.state,
@@ -82,18 +87,29 @@ def group_summary(group: GroupSnapshot, stale: bool = False) -> JsonDict:
         "partitions": sum(len(rows) for rows in group.topics),
         "stale": stale,
     }
+    if share_state is not None:
+        summary.update(share_state)
+        summary["stale"] = stale or bool(share_state["share_state_stale"])
+    return summary
 
 
 def groups_list(snapshot: Snapshot) -> list[JsonDict]:
     """One summary per group, by group id."""
     freshness, now = snapshot.freshness, snapshot.time_ms
     stale = {s.partition for s in freshness.stale(now)}
-    if not stale:  # the usual case: no group's partition needs looking up
-        return [group_summary(group) for group in snapshot.groups]
-    return [
-        group_summary(group, freshness.of_group(group.view.group_id) in stale)
-        for group in snapshot.groups
-    ]
+    share_freshness = snapshot.share_freshness
+    out = []
+    for group in snapshot.groups:
+        group_id = group.view.group_id
+        # the usual case, nothing stale: no group's partition needs looking up
+        group_stale = bool(stale) and freshness.of_group(group_id) in stale
+        share_state = (
+            None
+            if group.share is None
+            else share_state_summary(share_freshness, group_id, group.share, now)
+        )
+        out.append(group_summary(group, group_stale, share_state))
+    return out
 
 
 def _owner(member: MemberView | None) -> JsonDict | None:
@@ -218,7 +234,15 @@ def group_detail(snapshot: Snapshot, group_id: str) -> JsonDict | None:
         "partitions": [row for rows in group.topics for row in _rows(rows, owners)],
         "members": [_member(member) for member in view.members],
         "diagnosis": diagnosis_json(group.diagnosis),
-        **({} if group.share is None else {"share": share_json(group.share)}),
+        **(
+            {}
+            if group.share is None
+            else {
+                "share": share_json(
+                    group.share, snapshot.share_freshness, view.group_id, snapshot.time_ms
+                )
+            }
+        ),
         **({} if view.topology is None else {"topology": topology_json(view.topology)}),
     }
 
@@ -236,7 +260,7 @@ def _batch(batch: tuple[int, int, int, int]) -> JsonDict:
     }
 
 
-def _share_row(row: SharePartitionRow) -> JsonDict:
+def _share_row(row: SharePartitionRow, state_partition: int | None) -> JsonDict:
     return {
         "topic": row.topic,
         "topic_id": row.topic_id,
@@ -259,17 +283,71 @@ def _share_row(row: SharePartitionRow) -> JsonDict:
         "in_flight": [_batch(b) for b in row.batches],
         "poison": [_batch(b) for b in row.poison],
         "problems": dict(row.problems),
+        # the `__share_group_state` partition its state is read from (null while unknown)
+        "state_partition": state_partition,
     }
 
 
-def share_json(share: ShareGroupSnapshot) -> JsonDict:
-    """The `share` object of a share group: each share partition's state (docs/console.md)."""
+def share_json(
+    share: ShareGroupSnapshot,
+    freshness: Freshness | None = None,
+    group_id: str = "",
+    now_ms: int = 0,
+) -> JsonDict:
+    """The `share` object of a share group: each share partition's state (docs/console.md),
+    and with `freshness` (of `__share_group_state`) how fresh the state partitions holding it
+    are (`stale`, `state_freshness`)."""
+    fresh = Freshness() if freshness is None else freshness
+    where = [fresh.of_share(group_id, row.topic_id, row.partition) for row in share.partitions]
+    state_partitions = sorted({p for p in where if p is not None})
+    state_freshness = [_state_freshness_json(fresh, p, now_ms) for p in state_partitions]
     return {
         "status": share.status.name,
         "total_lag": share.total_lag,
         "max_lag_seconds": _float(share.max_lag_seconds),
         "poison_records": share.poison_records,
-        "partitions": [_share_row(row) for row in share.partitions],
+        "partitions": [
+            _share_row(row, partition)
+            for row, partition in zip(share.partitions, where, strict=True)
+        ],
+        "stale": any(f["stale"] for f in state_freshness),
+        "state_freshness": state_freshness,
+    }
+
+
+def _state_freshness_json(freshness: Freshness, partition: int, now_ms: int) -> JsonDict:
+    """When the cluster last confirmed one `__share_group_state` partition complete."""
+    stale = freshness.is_stale(partition, now_ms)
+    return {
+        "state_partition": partition,
+        "confirmed_at": _time(freshness.confirmed_ms.get(partition, 0)),
+        "age_seconds": round(freshness.age_s(partition, now_ms), 3),
+        "stale": stale,
+        "cause": freshness.cause_of(partition) if stale else None,
+    }
+
+
+def share_state_summary(
+    freshness: Freshness, group_id: str, share: ShareGroupSnapshot, now_ms: int
+) -> JsonDict:
+    """A share group's `share_state_*` fields of `/api/v1/groups`: whether a
+    `__share_group_state` partition holding its state is stale, the age of the one confirmed
+    longest ago (null while the topic's partitions are unknown) and, when stale, its cause."""
+    where = {freshness.of_share(group_id, row.topic_id, row.partition) for row in share.partitions}
+    partitions = [p for p in where if p is not None]
+    if not partitions:
+        return {
+            "share_state_stale": False,
+            "share_state_age_seconds": None,
+            "share_state_cause": None,
+        }
+    # stale grows with age: the oldest is stale if any is
+    oldest = max(partitions, key=lambda p: (freshness.age_s(p, now_ms), -p))
+    stale = freshness.is_stale(oldest, now_ms)
+    return {
+        "share_state_stale": stale,
+        "share_state_age_seconds": round(freshness.age_s(oldest, now_ms), 3),
+        "share_state_cause": freshness.cause_of(oldest) if stale else None,
     }
 
 
@@ -348,7 +426,8 @@ def freshness_json(freshness: Freshness, group_id: str, now_ms: int) -> JsonDict
 
 def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, JsonDict]:
     """(ready, body of /readyz): ready once the source is up, the first pass is done, and the
-    cluster confirmed every partition's state lately (none is stale)."""
+    cluster confirmed every partition's state lately, of `__consumer_offsets` and of
+    `__share_group_state` (none is stale)."""
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     behind, known = stats.behind()
     body: JsonDict = {
@@ -363,6 +442,12 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
     body["stale_partitions"] = len(stale)
     if stale:
         body["stale"] = [_stale_json(s) for s in stale[:STALE_LISTED]]
+    # the share groups' state (`__share_group_state`): nothing tracked while it does not exist
+    share_freshness = stats.share_state_freshness
+    share_stale = share_freshness.stale(now)
+    body["share_state_stale_partitions"] = len(share_stale)
+    if share_stale:
+        body["share_state_stale"] = [_stale_json(s) for s in share_stale[:STALE_LISTED]]
     reader = next((h for h in stats.parts if h.name == OFFSETS_READER and not h.up), None)
     if not stats.source_up:
         body["reason"] = _source_down(stats.source_down_reason or stats.source_last_error)
@@ -381,6 +466,15 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
             f"__consumer_offsets partitions for more than {freshness.stale_after_ms / 1000:g} "
             f"s, so what is served for their groups may be old (partition {first.partition}, "
             f"{first.age_s:.0f} s: {first.cause})"
+        )
+    elif share_stale:
+        first = share_stale[0]
+        body["reason"] = (
+            f"stale: the cluster has not confirmed {len(share_stale)} of "
+            f"{len(share_freshness.tracked)} __share_group_state partitions for more than "
+            f"{share_freshness.stale_after_ms / 1000:g} s, so what is served for their share "
+            f"groups may be old (partition {first.partition}, {first.age_s:.0f} s: "
+            f"{first.cause})"
         )
     else:
         body["ready"] = True

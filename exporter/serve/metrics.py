@@ -261,6 +261,20 @@ S_SOURCE_STALE: Final = _g(
     "__consumer_offsets partitions unconfirmed for longer than --stale-after-s: their groups "
     "are served from state that may be old, and /readyz says not ready.",
 )
+S_SHARE_STATE_STALENESS: Final = _g(
+    "share_state_staleness_seconds",
+    ("partition",),
+    "Seconds since the cluster last confirmed that the exporter holds every record of the "
+    "__share_group_state partition (the share groups' state): its leader answered its log end "
+    "and the exporter had read up to it. No series while the topic does not exist.",
+)
+S_SHARE_STATE_STALE: Final = _g(
+    "share_state_stale_partitions",
+    (),
+    "__share_group_state partitions unconfirmed for longer than --stale-after-s: the share "
+    "groups whose state they hold are served from state that may be old, and /readyz says "
+    "not ready.",
+)
 S_NOT_AUTHORIZED: Final = _g(
     "not_authorized",
     ("resource_type", "operation"),
@@ -521,6 +535,8 @@ SELF_FAMILIES: Final = (
     S_SOURCE_UP,
     S_SOURCE_STALENESS,
     S_SOURCE_STALE,
+    S_SHARE_STATE_STALENESS,
+    S_SHARE_STATE_STALE,
     S_NOT_AUTHORIZED,
     S_FAST_PATH,
     S_CLIENTS_REPLACED,
@@ -953,6 +969,12 @@ def _self_families(
         [((str(p),), freshness.age_s(p, now_ms)) for p in freshness.tracked],
     )
     yield S_SOURCE_STALE, [((), len(freshness.stale(now_ms)))]
+    share_freshness = stats.share_state_freshness
+    yield (
+        S_SHARE_STATE_STALENESS,
+        [((str(p),), share_freshness.age_s(p, now_ms)) for p in share_freshness.tracked],
+    )
+    yield S_SHARE_STATE_STALE, [((), len(share_freshness.stale(now_ms)))]
     yield S_NOT_AUTHORIZED, [(("topic", "Describe"), len(stats.denied_topics))]
     yield S_FAST_PATH, [((), stats.fast_path_records_total)]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]

@@ -1,7 +1,7 @@
 """The exporter never serves unconfirmed state as fresh: with the cluster gone, /readyz, the
-group API and the metrics say which `__consumer_offsets` partitions are stale, since when
-and why; with it back, they are fresh again. A real `ExporterService` (sampler and main loop
-running) on the mock cluster."""
+group API and the metrics say which `__consumer_offsets` (and `__share_group_state`)
+partitions are stale, since when and why; with it back, they are fresh again. A real
+`ExporterService` (sampler and main loop running) on the mock cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from offsetwatch.decoder.partitioner import partition_for
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Workload,
@@ -52,8 +53,12 @@ def test_a_silent_cluster_makes_every_partition_stale_and_an_answer_fresh_again(
         wait_ready_with_log_ends(service)
         body = readyz(service).json()
         assert body["stale_partitions"] == 0 and "stale" not in body
+        # no __share_group_state here (no share group yet, or Kafka 3.9): nothing of it is
+        # tracked, so nothing of it is stale, now or with the cluster gone
+        assert body["share_state_stale_partitions"] == 0
         metrics = scrape(service)
         assert metrics.value("offsetwatch_source_stale_partitions") == 0
+        assert metrics.value("offsetwatch_share_state_stale_partitions") == 0
         for partition in range(PARTITIONS):
             age = metrics.value("offsetwatch_source_staleness_seconds", partition=str(partition))
             assert age is not None and age >= 0
@@ -81,6 +86,8 @@ def test_a_silent_cluster_makes_every_partition_stale_and_an_answer_fresh_again(
         freshness = api_group(service, "billing").json()["freshness"]
         assert freshness["stale"] is True and freshness["cause"]
         assert scrape(service).value("offsetwatch_source_stale_partitions") == PARTITIONS
+        assert body["share_state_stale_partitions"] == 0 and "share_state_stale" not in body
+        assert scrape(service).value("offsetwatch_share_state_stale_partitions") == 0
 
         cluster.set_up()
         wait_for(
@@ -93,3 +100,67 @@ def test_a_silent_cluster_makes_every_partition_stale_and_an_answer_fresh_again(
             lambda: not any(g["stale"] for g in api_groups(service)),
             "no group stale any more",
         )
+
+
+SHARE_STATE_PARTITIONS = 2
+
+
+def test_share_state_partitions_go_stale_with_the_cluster_and_fresh_again(
+    cluster: MockCluster,
+) -> None:
+    """`__share_group_state` (here empty: the share reader reaches its ends at once) is
+    confirmed per partition by the sampler's rounds like `__consumer_offsets`; with the
+    cluster gone /readyz names its partitions too, and with it back they are fresh."""
+    bootstrap = cluster.bootstrap_servers
+    create_workload_topics(cluster, bootstrap, PARTITIONS)
+    cluster.create_topic(SHARE_STATE_TOPIC, SHARE_STATE_PARTITIONS)
+    workload = Workload(PARTITIONS)
+    produce_raw(bootstrap, workload.join("billing") + workload.commits("billing", 2))
+    config = exporter_config(bootstrap, sample_interval_s=0.5, stale_after_s=1.0)
+    with running_exporter(config) as service:
+        wait_ready_with_log_ends(service)
+        wait_for(
+            lambda: (
+                set(service.exporter.stats.share_state_freshness.confirmed_ms)
+                == set(range(SHARE_STATE_PARTITIONS))
+            ),
+            "every __share_group_state partition confirmed",
+            describe=lambda: service.exporter.stats.share_state_freshness,
+        )
+        body = readyz(service).json()
+        assert body["share_state_stale_partitions"] == 0 and "share_state_stale" not in body
+        metrics = scrape(service)
+        assert metrics.value("offsetwatch_share_state_stale_partitions") == 0
+        for partition in range(SHARE_STATE_PARTITIONS):
+            age = metrics.value(
+                "offsetwatch_share_state_staleness_seconds", partition=str(partition)
+            )
+            assert age is not None and age >= 0
+
+        cluster.set_down()
+        wait_for(
+            lambda: (
+                readyz(service).json()["share_state_stale_partitions"] == SHARE_STATE_PARTITIONS
+            ),
+            "every __share_group_state partition stale",
+            describe=lambda: readyz(service).body,
+        )
+        answer = readyz(service)
+        assert answer.status == 503
+        body = answer.json()
+        assert {s["partition"] for s in body["share_state_stale"]} == set(
+            range(SHARE_STATE_PARTITIONS)
+        )
+        assert all(s["cause"] and s["age_seconds"] > 1.0 for s in body["share_state_stale"])
+        assert (
+            scrape(service).value("offsetwatch_share_state_stale_partitions")
+            == SHARE_STATE_PARTITIONS
+        )
+
+        cluster.set_up()
+        wait_for(
+            lambda: readyz(service).status == 200,
+            "ready again once the cluster answers",
+            describe=lambda: readyz(service).body,
+        )
+        assert readyz(service).json()["share_state_stale_partitions"] == 0

@@ -42,7 +42,7 @@ from offsetwatch.exporter.serve.metrics import (
 )
 from offsetwatch.exporter.state.lag import LogEndHistory
 from offsetwatch.exporter.state.offset_state import OffsetState
-from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.stats import Freshness, PipelineStats
 from tests.conformance_data import decode_run
 
 REPO = Path(__file__).resolve().parents[3]
@@ -557,6 +557,32 @@ def test_self_metrics(snapshot: Snapshot) -> None:
         "checkpoint_duration_seconds",
     ):
         assert f"offsetwatch_{name}" not in names(fresh)
+
+
+def test_share_state_freshness_metrics(snapshot: Snapshot) -> None:
+    """Per `__share_group_state` partition its age, and how many are stale; with no such topic
+    (no share group yet, or Kafka 3.9) no age series and 0 stale."""
+    stats = PipelineStats(started_ms=NOW - 10_000, source_up=True)
+    stats.share_state_freshness = Freshness(
+        tracked=(0, 1, 2),
+        partition_count=3,
+        # clock NOW + 2 s: partition 1 last confirmed 95 s ago, 2 never (tracked for 40 s)
+        confirmed_ms={0: NOW - 1_000, 1: NOW - 93_000},
+        stale_after_ms=30_000,
+        since_ms=NOW - 38_000,
+    )
+    s = parse(via_text(collector(snapshot, stats=stats)))
+    assert series(s, "offsetwatch_share_state_staleness_seconds") == {
+        (("partition", "0"),): 3.0,
+        (("partition", "1"),): 95.0,
+        (("partition", "2"),): 40.0,
+    }
+    assert value(s, "offsetwatch_share_state_stale_partitions") == 2
+    # the consumer-offsets ones are their own
+    assert value(s, "offsetwatch_source_stale_partitions") == 0
+    none = parse(via_text(collector(snapshot, stats=PipelineStats(started_ms=NOW))))
+    assert series(none, "offsetwatch_share_state_staleness_seconds") == {}
+    assert value(none, "offsetwatch_share_state_stale_partitions") == 0
 
 
 def test_rendered_snapshot_part_is_cached(snapshot: Snapshot) -> None:
