@@ -26,17 +26,28 @@ SOURCES = {
     "offsetwatch.exporter.state._ingest_speedups": "exporter/state/_ingest_speedups.c",
     "offsetwatch.exporter.judge._snapshot_speedups": "exporter/judge/_snapshot_speedups.c",
 }
+#: the wire readers the accelerators share (one copy): found with include_dirs, rebuilt on a
+#: change (depends) and part of the digest of every module that includes it
+WIRE_HEADER = "decoder/_wire.h"
+INCLUDES_WIRE = {"offsetwatch.decoder._speedups", "offsetwatch.exporter.state._ingest_speedups"}
 
 ext_modules = []
 if os.environ.get("OFFSETWATCH_NO_SPEEDUPS", "").strip().lower() not in ("1", "true", "yes"):
+    here = Path(__file__).parent
     for name, source in SOURCES.items():
-        # each module reports the sha256 of the source it was built from: a build older than
-        # the source beside it is not used (decoder/codec.py, `built_from`)
-        digest = hashlib.sha256((Path(__file__).parent / source).read_bytes()).hexdigest()
+        depends = [WIRE_HEADER] if name in INCLUDES_WIRE else []
+        # each module reports the sha256 of the source it was built from (and of the header
+        # it includes): a build older than the files beside it is not used (decoder/codec.py,
+        # `built_from`, which hashes the same bytes in the same order)
+        digest = hashlib.sha256(
+            b"".join((here / path).read_bytes() for path in [source, *depends])
+        ).hexdigest()
         ext_modules.append(
             Extension(
                 name,
                 sources=[source],
+                depends=depends,
+                include_dirs=[str(Path(WIRE_HEADER).parent)] if depends else [],
                 define_macros=[("OFFSETWATCH_SPEEDUPS_SOURCE", f'"{digest}"')],
                 optional=True,
             )

@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_wire.h" /* be16/be32/be64, shared with the exporter's modules */
+
 #ifdef Py_T_OBJECT_EX
 #define SLOT_MEMBER_TYPE Py_T_OBJECT_EX
 #else
@@ -192,25 +194,6 @@ typedef struct {
 #define OK 1
 #define BAIL 0   /* not this module's business: the Python path decides */
 #define FAIL -1  /* a Python exception is set (MemoryError...) */
-
-static inline int16_t
-be16(const unsigned char *p)
-{
-    return (int16_t)(uint16_t)(((uint16_t)p[0] << 8) | p[1]);
-}
-
-static inline int32_t
-be32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-                     (uint32_t)p[3]);
-}
-
-static inline int64_t
-be64(const unsigned char *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
-}
 
 static inline int
 read_i32(Cursor *c, PyObject **out)

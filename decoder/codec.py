@@ -225,15 +225,23 @@ def configure_speedups(module: Any) -> None:
     )
 
 
-def built_from(name: str, source: Path) -> tuple[Any, str]:
+#: the wire readers the C accelerators share (decoder/_wire.h); setup.py hashes it after the
+#: source of every module that includes it
+WIRE_HEADER: Final = Path(__file__).with_name("_wire.h")
+
+
+def built_from(name: str, source: Path, depends: tuple[Path, ...] = ()) -> tuple[Any, str]:
     """(the C extension module `name`, "") when it is built and, in a source checkout, built
-    from this very `source`; else (None, why it is not used)."""
+    from this very `source` and the headers it `depends` on (setup.py hashes the same bytes
+    in the same order); else (None, why it is not used)."""
     try:
         module = importlib.import_module(name)
     except ImportError as error:
         return None, f"{name} is not built ({error})"
     if source.exists():
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        digest = hashlib.sha256(
+            b"".join(path.read_bytes() for path in (source, *depends))
+        ).hexdigest()
         if getattr(module, "SOURCE_SHA256", None) != digest:
             return None, (
                 f"{name} was built from another version of {source.name}: "
@@ -253,7 +261,7 @@ def in_use(built: tuple[Any, str]) -> tuple[Any, str]:
 def _load_speedups() -> tuple[Any, str]:
     """(the configured decoder._speedups module or None, why it is not used)."""
     module, why = built_from(
-        "offsetwatch.decoder._speedups", Path(__file__).with_name("_speedups.c")
+        "offsetwatch.decoder._speedups", Path(__file__).with_name("_speedups.c"), (WIRE_HEADER,)
     )
     if module is None:
         return None, why

@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_wire.h" /* decoder/_wire.h: be16/be32/be64, read_uvarint32 */
+
 static PyObject *s_key, *s_value, *s_partition, *s_offset, *s_timestamp, *s_error;
 static PyObject *s_topics, *s_commits_total, *s_last_record_ts, *s_metadata, *s_grow;
 static PyObject *empty_str;
@@ -51,25 +53,6 @@ static PyObject *column_names[T_COUNT];
 /* value versions this loop covers (0-4), and the (key type 0/1, version) kinds it counts */
 #define VERSIONS 5
 #define KINDS (2 * VERSIONS)
-
-static inline int32_t
-be32(const unsigned char *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-                     (uint32_t)p[3]);
-}
-
-static inline int64_t
-be64(const unsigned char *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
-}
-
-static inline int
-be16(const unsigned char *p)
-{
-    return (int16_t)(uint16_t)(((uint16_t)p[0] << 8) | p[1]);
-}
 
 /* ------------------------------------------------------------------------------------------
  * One run: the records of one (group, topic) table */
@@ -336,30 +319,12 @@ call(PyObject *message, PyObject *name)
     return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* An unsigned varint at *p (below end): 1 with its value, 0 when not covered (too long, past
- * the end). Flexible versions encode lengths and tag headers this way. */
-static inline int
-uvarint(const unsigned char **p, const unsigned char *end, uint32_t *out)
-{
-    uint32_t v = 0;
-    for (int shift = 0; shift <= 28; shift += 7) {
-        if (*p >= end) {
-            return 0;
-        }
-        unsigned char c = *(*p)++;
-        v |= (uint32_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *out = v;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* A commit value this loop covers: 1 with its fields (`*meta`, `*meta_len`: the metadata's
  * UTF-8 bytes inside `value`), 0 when not: other versions, a null metadata, short or trailing
- * bytes, a v4 tagged field other than the topic id (tag 0, 16 bytes). v0-v3 are plain (int16
- * string length), v4 (Kafka 4.1+) is flexible: compact string, tagged fields at the end. */
+ * bytes, a varint this module does not read (see read_uvarint32), a topic id tag that is not
+ * 16 bytes. v0-v3 are plain (int16 string length), v4 (Kafka 4.1+) is flexible: compact
+ * string, tagged fields at the end. Whatever returns 0 here takes the Python path, which
+ * decodes it or raises its DecodeError: nothing is guessed. */
 static inline int
 parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int64_t *commit_ts,
             const char **meta, Py_ssize_t *meta_len)
@@ -399,7 +364,7 @@ parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int6
     }
     else {
         uint32_t plus_one;
-        if (!uvarint(&p, end, &plus_one) || plus_one == 0) {
+        if (!read_uvarint32(&p, end, &plus_one) || plus_one == 0) {
             return 0;
         }
         len = (Py_ssize_t)plus_one - 1;
@@ -418,16 +383,21 @@ parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int6
     *commit_ts = be64(p);
     p += rest;
     if (v == 4) {
+        /* the tagged fields, read as decoder.codegen reads them: a count, then per field its
+         * tag, its size and that many bytes. Tag 0, the topic id, must be a 16-byte UUID (the
+         * Python path raises for another size); any other tag is kept by Python as an unknown
+         * tag the state never reads, so it is skipped. Every field takes at least 2 bytes,
+         * so a huge count runs out of bytes and falls back. */
         uint32_t tags, tag, size;
-        if (!uvarint(&p, end, &tags) || tags > 1) {
+        if (!read_uvarint32(&p, end, &tags)) {
             return 0;
         }
-        if (tags == 1) {
-            if (!uvarint(&p, end, &tag) || !uvarint(&p, end, &size) || tag != 0 ||
-                size != 16 || end - p < 16) {
+        for (uint32_t t = 0; t < tags; t++) {
+            if (!read_uvarint32(&p, end, &tag) || !read_uvarint32(&p, end, &size) ||
+                (uint64_t)size > (uint64_t)(end - p) || (tag == 0 && size != 16)) {
                 return 0;
             }
-            p += 16; /* the topic id: the state does not keep it */
+            p += size; /* the topic id too: the state does not keep it */
         }
     }
     if (p != end) {

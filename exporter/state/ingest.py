@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from offsetwatch.decoder.codec import Codec, built_from, in_use
+from offsetwatch.decoder.codec import WIRE_HEADER, Codec, built_from, in_use
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
@@ -62,7 +62,9 @@ RecordSink = Callable[[AnyRecord], None]
 QuarantineSink = Callable[[Quarantined], None]
 
 _BUILT: Final = built_from(
-    "offsetwatch.exporter.state._ingest_speedups", Path(__file__).with_name("_ingest_speedups.c")
+    "offsetwatch.exporter.state._ingest_speedups",
+    Path(__file__).with_name("_ingest_speedups.c"),
+    (WIRE_HEADER,),
 )
 
 

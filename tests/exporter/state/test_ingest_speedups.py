@@ -381,7 +381,21 @@ def test_the_source_splits_batches_as_its_python_loop_did() -> None:
 
 
 def test_the_accelerator_is_built_from_this_source() -> None:
+    """setup.py hashes the source and the shared header it includes (decoder/_wire.h)."""
     module = _accelerator()
-    source = Path(__file__).parents[3] / "exporter" / "state" / "_ingest_speedups.c"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    root = Path(__file__).parents[3]
+    source = root / "exporter" / "state" / "_ingest_speedups.c"
+    assert '#include "_wire.h"' in source.read_text(encoding="utf-8")
+    header = root / "decoder" / "_wire.h"
+    digest = hashlib.sha256(source.read_bytes() + header.read_bytes()).hexdigest()
     assert digest == module.SOURCE_SHA256
+
+
+def test_the_c_modules_share_one_copy_of_the_wire_readers() -> None:
+    """decoder/_wire.h holds the readers; a module with its own copy would miss a fix."""
+    root = Path(__file__).parents[3]
+    for source in ("decoder/_speedups.c", "exporter/state/_ingest_speedups.c"):
+        text = (root / source).read_text(encoding="utf-8")
+        assert '#include "_wire.h"' in text, source
+        for reader in ("be16(const", "be32(const", "be64(const", "uvarint(const"):
+            assert reader not in text, (source, reader)
