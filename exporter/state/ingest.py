@@ -27,7 +27,7 @@ from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
 from offsetwatch.exporter.state.offset_state import OffsetState
-from offsetwatch.exporter.stats import PipelineStats, UnknownSeen
+from offsetwatch.exporter.stats import PipelineStats, UnknownSeen, version_label
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,11 @@ class Ingestor:
     positions: dict[int, int] = field(default_factory=dict)
     #: apply plain offset commits through exporter.state._ingest_speedups when it is built
     accelerate: bool = True
+    #: (record type name, value version label) -> records the C loop applied, keyed as
+    #: `PipelineStats.records_total` (which counts every record, both paths): the rest of a
+    #: kind went the Python path. A kind whose share drops (a new value version, a tag or
+    #: metadata the C loop does not read) shows here before it shows as CPU.
+    fast_path_records: dict[tuple[str, str], int] = field(default_factory=dict)
     _apply_commits: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,11 +125,21 @@ class Ingestor:
             counters.records += counts[_C_KINDS]
             counters.commits += counts[_C_KINDS]
             self.stats.fast_path_records_total += counts[_C_KINDS]
+            fast = self.fast_path_records
             for kind, count in enumerate(counts[:_C_KINDS]):
                 if count:
                     key_type, version = divmod(kind, _C_VERSIONS)
-                    self.stats.count_record(RECORD_TYPES[key_type].name, version, count)
+                    name = RECORD_TYPES[key_type].name
+                    self.stats.count_record(name, version, count)
+                    label = version_label(version)
+                    fast[name, label] = fast.get((name, label), 0) + count
         return n
+
+    def fast_path_share(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(record type name, value version label) -> (records the C loop applied, records
+        of that kind in all): what `fast_path_records` and the stats' `records_total` say."""
+        fast = self.fast_path_records
+        return {kind: (fast.get(kind, 0), n) for kind, n in self.stats.records_total.items()}
 
     def _ingest(self, messages: Iterable[RawMessage]) -> int:
         """The Python path of `ingest`, the reference.

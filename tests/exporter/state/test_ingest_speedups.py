@@ -15,6 +15,7 @@ Under CI=true the accelerator must be active; locally a failed build only skips.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import random
 import struct
@@ -33,6 +34,7 @@ from offsetwatch.decoder.records import (
     OffsetCommitValue,
     Record,
 )
+from offsetwatch.decoder.registry import RECORD_TYPES
 from offsetwatch.decoder.segments import read_partition_dir
 from offsetwatch.exporter.state.ingest import Ingestor, Quarantined, ingest_accelerator
 from offsetwatch.exporter.state.offset_state import OffsetState
@@ -188,7 +190,11 @@ def _commit_bytes(
 ) -> tuple[bytes, bytes]:
     version = rng.choice((0, 1, 2, 3, 3, 3, 4, 4, 4))
     # what clients send: nothing (Java's consumer), a NUL (librdkafka), text of the app's own
-    metadata = rng.choice(("",) * 8 + ("\x00",) * 4 + ("m", "consumer-1\x00", "m\u00e9ta"))
+    metadata = rng.choice(
+        ("",) * 8
+        + ("\x00",) * 4
+        + ("m", "consumer-1\x00", "m\u00e9ta", "ckpt=42;host=w-1\x00", "\U0001f680 \u65e5\x00")
+    )
     value = OffsetCommitValue(
         offset,
         rng.choice((-1, 0, 7)) if version >= 3 else -1,
@@ -199,6 +205,14 @@ def _commit_bytes(
     )
     key_type = rng.choice((1, 1, 1, 0))
     encoded = CODEC.encode_value(key_type, version, value)
+    if version == 4 and rng.random() < 0.2:
+        # tags no Kafka writes yet, beside the topic id or not: the C loop skips them, the
+        # Python path keeps them aside, the state has no place for either
+        tags = [(0, TOPIC_ID_BYTES)] if value.topic_id != ZERO_UUID else []
+        tags.insert(rng.randrange(len(tags) + 1), (rng.choice((1, 9, 200)), rng.randbytes(3)))
+        encoded = _v4(
+            metadata.encode(), tags, offset=offset, epoch=value.leader_epoch, commit_ts=ts
+        )
     if metadata == "m" and rng.random() < 0.3:
         # metadata that is not UTF-8 (the Python path keeps its bytes): same length as "m"
         at = encoded.index(b"m", 2 + 8 + (4 if version >= 3 else 0))
@@ -399,3 +413,187 @@ def test_the_c_modules_share_one_copy_of_the_wire_readers() -> None:
         assert '#include "_wire.h"' in text, source
         for reader in ("be16(const", "be32(const", "be64(const", "uvarint(const"):
             assert reader not in text, (source, reader)
+
+
+# -- v4 and metadata, byte by byte ---------------------------------------------------------
+
+#: a topic id as Kafka 4.2+ writes it in tag 0, and its 16 bytes
+TOPIC_ID = "q1l7tYDYRH6eB2fcB9kpyA"
+TOPIC_ID_BYTES = base64.urlsafe_b64decode(TOPIC_ID + "==")
+COMMIT = RECORD_TYPES[1].name
+
+
+def _uvarint(value: int, pad: int = 0) -> bytes:
+    """Kafka's unsigned varint, with `pad` more bytes than needed (a non-minimal form Kafka's
+    reader and the Python path both accept)."""
+    groups = []
+    while True:
+        groups.append(value & 0x7F)
+        value >>= 7
+        if not value:
+            break
+    groups += [0] * pad
+    return bytes([g | 0x80 for g in groups[:-1]] + [groups[-1]])
+
+
+def _v4(
+    metadata: bytes = b"",
+    tags: list[tuple[int, bytes]] | None = None,
+    *,
+    offset: int = 42,
+    epoch: int = 7,
+    commit_ts: int = T0,
+    length: bytes | None = None,
+) -> bytes:
+    """An OffsetCommitValue v4 written by hand, so that tags and varints can be any bytes:
+    offset, leader epoch, compact metadata (`length` replaces its varint), commit ts, tags."""
+    fields = [] if tags is None else tags
+    return (
+        struct.pack(">hqi", 4, offset, epoch)
+        + (_uvarint(len(metadata) + 1) if length is None else length)
+        + metadata
+        + struct.pack(">q", commit_ts)
+        + _uvarint(len(fields))
+        + b"".join(_uvarint(tag) + _uvarint(len(data)) + data for tag, data in fields)
+    )
+
+
+def test_the_hand_written_v4_is_what_the_codec_writes() -> None:
+    for metadata, topic_id, tags in (("", ZERO_UUID, None), ("m\u00e9ta\x00", TOPIC_ID, [0])):
+        value = OffsetCommitValue(42, 7, metadata, T0, -1, topic_id)
+        expected = CODEC.encode_value(1, 4, value)
+        fields = [(0, TOPIC_ID_BYTES)] if tags else []
+        assert _v4(metadata.encode(), fields) == expected
+
+
+def _after_a_table(values: list[bytes]) -> tuple[Any, Any, Ingestor]:
+    """Both paths over a table of ("g", "t") made by v3 commits with metadata (so its
+    metadata list exists), then `values` committed to its partition 1, one batch each."""
+    setup = []
+    for p in range(4):
+        key, value = CODEC.encode(
+            Record(
+                1, OffsetCommitKey("g", "t", p), 3, OffsetCommitValue(1, -1, "x", T0, -1, ZERO_UUID)
+            )
+        )
+        setup.append(Message(0, p, T0, key, value))
+    key = CODEC.encode_key(1, OffsetCommitKey("g", "t", 1))
+    batches = [setup] + [[Message(0, 4 + i, T0 + i, key, v)] for i, v in enumerate(values)]
+    return _both(batches)
+
+
+#: (case, value, what takes it: "c" the C loop, "python" the Python path decodes it,
+#: "error" the Python path raises its DecodeError and quarantines it)
+V4_CASES = [
+    ("no tags (Kafka 4.1)", _v4(), "c"),
+    ("topic id (Kafka 4.2+)", _v4(b"", [(0, TOPIC_ID_BYTES)]), "c"),
+    ("NUL (librdkafka)", _v4(b"\x00", [(0, TOPIC_ID_BYTES)]), "c"),
+    ("non-ASCII", _v4("r\u00e9sum\u00e9 \u2713 \u65e5\u672c \U0001f680\x00".encode()), "c"),
+    ("4000 bytes of metadata", _v4(b"B" * 4000, [(0, TOPIC_ID_BYTES)]), "c"),
+    ("an unknown tag", _v4(b"", [(7, b"abc")]), "c"),
+    (
+        "unknown tags around the topic id",
+        _v4(b"m", [(0, TOPIC_ID_BYTES), (5, b""), (300, b"x" * 200)]),
+        "c",
+    ),
+    ("topic id twice", _v4(b"", [(0, TOPIC_ID_BYTES), (0, bytes(16))]), "c"),
+    ("non-minimal varints", _v4(b"mm", length=_uvarint(3, pad=2)), "c"),
+    ("metadata not UTF-8", _v4(b"\xff\x00", [(0, TOPIC_ID_BYTES)]), "python"),
+    ("a surrogate in UTF-8", _v4(b"\xed\xa0\x80"), "python"),
+    ("topic id of 15 bytes", _v4(b"", [(0, TOPIC_ID_BYTES[:15])]), "error"),
+    ("topic id of 17 bytes", _v4(b"", [(0, TOPIC_ID_BYTES + b"\x00")]), "error"),
+    ("null metadata", _v4(b"", length=b"\x00"), "error"),
+    # 1 + 2**32 in 5 bytes: a reader that keeps 32 bits would see length 0 and apply it
+    ("metadata length past 32 bits", _v4(b"", length=b"\x81\x80\x80\x80\x10"), "error"),
+    ("a 6-byte varint", _v4(b"", length=b"\x81\x80\x80\x80\x80\x00"), "error"),
+    ("a tag past the end", _v4()[:-1] + b"\x01\x07\x05ab", "error"),
+    ("a tag count past the end", _v4()[:-1] + _uvarint(0xFFFFFFFF), "error"),
+    ("a tag count past 32 bits", _v4()[:-1] + b"\x81\x80\x80\x80\x10", "error"),
+    ("a trailing byte", _v4() + b"\x00", "error"),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "taken_by"), [c[1:] for c in V4_CASES], ids=[c[0] for c in V4_CASES]
+)
+def test_v4_values_are_taken_by_the_c_loop_only_when_it_reads_every_byte(
+    value: bytes, taken_by: str
+) -> None:
+    _accelerator()
+    fast, slow, ingestor = _after_a_table([value])
+    assert fast == slow
+    v4_fast = ingestor.fast_path_records.get((COMMIT, "4"), 0)
+    assert v4_fast == (1 if taken_by == "c" else 0)
+    quarantined = fast[5]
+    assert len(quarantined) == (1 if taken_by == "error" else 0), quarantined
+    assert ingestor.stats.records_total.get((COMMIT, "4"), 0) == (0 if taken_by == "error" else 1)
+
+
+def _values_of_every_version() -> list[bytes]:
+    """Commit values of v0-v4 with the metadata clients send; v4 with and without tags."""
+    values = []
+    for version in range(5):
+        for metadata in ("", "\x00", "ckpt=42;host=w-1\x00", "r\u00e9sum\u00e9 \U0001f680"):
+            value = OffsetCommitValue(
+                9,
+                3 if version >= 3 else -1,
+                metadata,
+                T0,
+                T0 + 1 if version == 1 else -1,
+                ZERO_UUID,
+            )
+            values.append(CODEC.encode_value(1, version, value))
+        values.append(_v4(b"m\x00", [(0, TOPIC_ID_BYTES), (9, b"zz")]))
+    return values
+
+
+def test_every_truncation_of_a_commit_is_quarantined_as_the_python_path_does() -> None:
+    """Cut at every byte, no commit value is one the C loop may apply: each falls back and
+    the Python path raises (and quarantines) its own DecodeError, message and all."""
+    _accelerator()
+    truncated = [value[:cut] for value in _values_of_every_version() for cut in range(len(value))]
+    fast, slow, ingestor = _after_a_table(truncated)
+    assert fast == slow
+    assert len(fast[5]) == len(truncated)
+    assert ingestor.stats.fast_path_records_total == 3  # the setup's partitions 1-3
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mutated_commit_values_leave_the_same_state(seed: int) -> None:
+    """Seeded byte flips, insertions and deletions in commits of every version: whatever
+    the C loop takes, it takes as the Python path decodes it; the rest falls back."""
+    _accelerator()
+    rng = random.Random(seed)
+    originals = _values_of_every_version()
+    values = []
+    for _ in range(300):
+        value = bytearray(rng.choice(originals))
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            at = rng.randrange(len(value))
+            what = rng.random()
+            if what < 0.6:
+                value[at] = rng.choice((0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+            elif what < 0.8:
+                value.insert(at, rng.randrange(256))
+            elif len(value) > 2:
+                del value[at]
+        values.append(bytes(value))
+    fast, slow, _ = _after_a_table(values)
+    assert fast == slow
+
+
+def test_the_fast_path_counter_tells_each_kind_s_share() -> None:
+    """`fast_path_records` counts what the C loop applied per (type, version) label as
+    `records_total` counts everything, so the share is theirs; the Python path's records
+    count in `records_total` only."""
+    _accelerator()
+    _, _, ingestor = _both(_random_stream(11))
+    share = ingestor.fast_path_share()
+    assert sum(taken for taken, _ in share.values()) == ingestor.stats.fast_path_records_total
+    assert all(0 <= taken <= total for taken, total in share.values())
+    assert share[COMMIT, "4"][0] > 0 and share[COMMIT, "3"][0] > 0
+    assert share[COMMIT, "tombstone"][0] == 0
+    python_only = Ingestor(OffsetState(), PipelineStats(), Codec(), accelerate=False)
+    for batch in _random_stream(11):
+        python_only.ingest(list(batch))
+    assert python_only.fast_path_records == {}
