@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from offsetwatch.cli import main as cli_main
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.daemon import Exporter
 from offsetwatch.exporter.serve.api import group_detail
 from offsetwatch.exporter.sources.log_end_sampler import LogEndSampler
@@ -48,6 +49,10 @@ def watch(exp: Exporter) -> Watched:
         on_sample=exp.on_sample,
         topic_ids=exp.topic_id_names.unknown_ids,
         on_topic_names=exp.topic_id_names.offer,
+        # what confirms the share groups' state (none asked while the topic does not exist)
+        share_state_topic=SHARE_STATE_TOPIC,
+        share_state_partitions=exp.share_state_partitions,
+        on_share_state_ends=exp.on_share_state_ends,
     )
     return Watched(exp, sampler)
 

@@ -556,6 +556,28 @@ def test_queues_on_the_real_broker(
     }
     assert archived == {0, 1}, states
 
+    # -- the share state confirmed by the cluster: its one partition, named per row ---------
+    # (a round asked after everything above was read, whose end the reader then reached)
+    asked_after = exporter.clock_ms()
+    freshness = until(
+        lambda: (
+            (f := exporter.stats.share_state_freshness).confirmed_ms.get(0, 0) >= asked_after and f
+        ),
+        lambda: (
+            f"__share_group_state confirmed after {asked_after}: "
+            f"{exporter.stats.share_state_freshness}"
+        ),
+        watched.step,
+    )
+    assert freshness.tracked == (0,) and freshness.partition_count == 1
+    detail = watched.detail(groups["rejected"])
+    assert detail is not None
+    (state,) = detail["share"]["state_freshness"]
+    assert state["state_partition"] == 0 and state["stale"] is False
+    assert state["confirmed_at"] is not None and state["cause"] is None
+    assert [row["state_partition"] for row in detail["share"]["partitions"]] == [0]
+    assert detail["share"]["stale"] is False
+
     # -- a group deleted: gone from the exporter's groups ---------------------------------
     group = groups["backlog"]
     admin = broker.admin()  # kept alive until its future answers
