@@ -23,6 +23,7 @@ from offsetwatch.commands import (
     OneLineParser,
     UsageError,
     option_env_names,
+    path_options,
     registrars,
     reserved_env,
 )
@@ -73,7 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     for register in registrars():
         register(subparsers)
     parser.set_defaults(**{RESERVED_ENV_DEST: frozenset(option_env_names([parser]))})
+    _record_path_options(parser)
     return parser
+
+
+#: where each command's parser leaves {dest: option} of its path options, for _last_resort
+PATH_OPTIONS_DEST = "path_options"
+
+
+def _record_path_options(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _record_path_options(child)
+    named = {
+        action.dest: max(action.option_strings, key=len) if action.option_strings else ""
+        for action in path_options(parser)
+    }
+    if named:
+        parser.set_defaults(**{PATH_OPTIONS_DEST: named})
 
 
 def _silence_stdout() -> None:
@@ -146,20 +165,19 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as error:
-        message = _last_resort(error)
+        message = _last_resort(error, args)
         if message is None:
             raise  # a bug: its traceback is what a report needs
         print(f"offsetwatch: error: {message}", file=sys.stderr)
         return EXIT_USAGE
 
 
-def _last_resort(error: Exception) -> str | None:
+def _last_resort(error: Exception, args: argparse.Namespace) -> str | None:
     """One line for a file or Kafka client error that no command turned into a UsageError
     (each should: this is the net under them, so the operator never gets a traceback for
-    what the environment did)."""
+    what the environment did). A file is named by the option that gave it."""
     if isinstance(error, OSError):
-        where = f"{error.filename}: " if error.filename else ""
-        return f"{where}{error.strerror or error}; check the path and its permissions"
+        return _file_error(error, args)
     if type(error).__name__ == "KafkaException":
         from offsetwatch.core.connection import kafka_error_text
 
@@ -168,6 +186,34 @@ def _last_resort(error: Exception) -> str | None:
             "OFFSETWATCH_KAFKA_* settings"
         )
     return None
+
+
+def _file_error(error: OSError, args: argparse.Namespace) -> str:
+    from offsetwatch.core.paths import os_error_text
+
+    reason = os_error_text(error)
+    if not error.filename:
+        return f"{reason}; check the paths given and their permissions"
+    failed = os.path.abspath(os.fsdecode(error.filename))
+    for dest, flag in getattr(args, PATH_OPTIONS_DEST, {}).items():
+        value = getattr(args, dest, None)
+        for given in value if isinstance(value, list) else [value]:
+            if given is None:
+                continue
+            base = os.path.abspath(os.fsdecode(given))
+            # the file itself, a file under the directory, or a temporary name beside it
+            if (
+                failed == base
+                or failed.startswith((base + os.sep, base + "."))
+                or (
+                    os.path.dirname(failed) == os.path.dirname(base)
+                    and os.path.basename(failed).startswith(f".{os.path.basename(base)}.")
+                )
+            ):
+                option = f"{flag} {given}" if flag else str(given)
+                where = "" if failed == base else f" ({error.filename})"
+                return f"{option}{where}: {reason}; check the path, its permissions and free space"
+    return f"{error.filename}: {reason}; check the path, its permissions and free space"
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ reason, and fails under CI=true (CI runs as root)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
@@ -20,8 +21,16 @@ DISK_BYTES = 1 << 20
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
+    with tmpfs(mount_point, DISK_BYTES):
+        yield mount_point
+
+
+@contextlib.contextmanager
+def tmpfs(mount_point: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of `size` bytes on the directory `mount_point` (one fixture may share it
+    between tests: mounting is the slow part)."""
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount_point)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
         capture_output=True,
         text=True,
     )

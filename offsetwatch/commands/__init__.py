@@ -39,6 +39,7 @@ import math
 import os
 import pkgutil
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from offsetwatch.core.connection import (
@@ -74,6 +75,7 @@ __all__ = [
     "kafka_properties_from_env",
     "listen_error",
     "option_env_names",
+    "path_options",
     "registrars",
     "reserved_env",
     "seconds",
@@ -232,6 +234,23 @@ def option_env_names(parsers: Iterable[argparse.ArgumentParser]) -> set[str]:
             if isinstance(action, argparse._SubParsersAction):
                 names |= option_env_names(action.choices.values())
     return names
+
+
+#: metavars that say an option (or a positional) takes a file system path
+PATH_METAVARS: Final = frozenset({"FILE", "DIR", "PATH", "CSV"})
+
+
+def path_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The options (and positionals) of `parser` that take a path: a Path type, or a
+    metavar naming a file or directory. The CLI names the option of a file error by them,
+    and the generated misuse tests give each one every kind of bad path."""
+    return [
+        action
+        for action in parser._actions
+        if action.nargs != 0
+        and not isinstance(action, argparse._SubParsersAction)
+        and (action.type is Path or action.metavar in PATH_METAVARS)
+    ]
 
 
 RESERVED_ENV_DEST: Final = "reserved_env"

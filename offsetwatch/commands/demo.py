@@ -176,11 +176,19 @@ def _plain_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from offsetwatch.commands import UsageError, listen_error
+    from offsetwatch.core.paths import PathProblem, check_output_dir
     from offsetwatch.exporter.config import ExporterConfig
     from offsetwatch.exporter.service import ExporterService
     from offsetwatch.mock_cluster import MockCluster
     from offsetwatch.simulator import ClusterSimulator, demo_warn_ratio
 
+    if args.archive_dir is not None:
+        try:
+            # before the cluster and the exporter start: the exporter's own check of it
+            # is made by its config loader, which the demo does not use
+            check_output_dir(args.archive_dir, "--archive-dir")
+        except PathProblem as error:
+            raise UsageError(str(error)) from None
     state_dir = Path(tempfile.mkdtemp(prefix="offsetwatch-demo-"))
     with MockCluster() as cluster:
         simulator = ClusterSimulator(cluster.bootstrap_servers)

@@ -179,6 +179,7 @@ def exporter_client(args: argparse.Namespace) -> ExporterClient | None:
     """The client of `--exporter`, its URL and files checked (before any other work)."""
     if not getattr(args, "exporter", None):
         return None
+    from offsetwatch.core.paths import PathProblem, check_input
     from offsetwatch.offset_ops import OffsetOpsError
     from offsetwatch.offset_ops.exporter_client import (
         PASSWORD_ENV,
@@ -187,6 +188,19 @@ def exporter_client(args: argparse.Namespace) -> ExporterClient | None:
         read_password,
     )
 
+    try:
+        for flag in (
+            "--exporter-ca",
+            "--exporter-cert",
+            "--exporter-key",
+            "--exporter-password-file",
+        ):
+            given = getattr(args, flag[2:].replace("-", "_"))
+            if given is not None:
+                # each file by its own option: loading the pair names only --exporter-cert
+                check_input(given, flag, "file")
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
     try:
         password = (
             read_password(args.exporter_password_file)

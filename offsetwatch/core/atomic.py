@@ -43,11 +43,19 @@ def fsync_directory(directory: Path) -> None:
 
 
 def probe_directory(directory: Path) -> None:
-    """Create `directory` when missing, then make and remove a file in it: a real write,
-    since access() says yes to root on a read-only filesystem. Raises either step's OSError."""
+    """Create `directory` when missing, then write a byte to a file in it and remove it: a
+    real write, since access() says yes to root on a read-only filesystem, and an empty file
+    takes no block, so only a byte finds a full disk before the work. Raises either step's
+    OSError."""
     directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=directory, prefix=".offsetwatch-probe-"):
-        pass
+    # unbuffered, and removed before the error leaves: a buffered file that failed to
+    # flush fails again on close, and its name stayed until the garbage collector came
+    fd, name = tempfile.mkstemp(dir=directory, prefix=".offsetwatch-probe-")
+    try:
+        os.write(fd, b"\0")
+    finally:
+        os.close(fd)
+        os.unlink(name)
 
 
 def writable_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:

@@ -132,7 +132,7 @@ def test_a_write_error_is_one_line_and_never_a_cut_file_that_looks_whole(
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"offsetwatch: cannot write {target}: File too large")
+    assert lines[0].startswith(f"offsetwatch: cannot write --output {target}: File too large")
     assert f"{target}.partial" in lines[0] and "Traceback" not in done.stderr
     assert not target.exists()
     assert Path(f"{target}.partial").stat().st_size <= 20_000

@@ -23,7 +23,7 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
         (["--checkpoint", "c"], "give exactly one input"),
         (["--archive", "a", "--kafka", "b:9092", "--checkpoint", "c"], "give exactly one input"),
         (["--archive", "{tmp}"], "--checkpoint DIR is required"),
-        (["--archive", "{tmp}/missing", "--checkpoint", "c"], "no such directory"),
+        (["--archive", "{tmp}/missing", "--checkpoint", "c"], "--archive {tmp}/missing does not"),
         (["--archive", "{tmp}", "--checkpoint", "c", "--trigger-s", "0"], "--trigger-s: 0 is out"),
     ],
 )
@@ -31,6 +31,7 @@ def test_usage_errors(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    message = message.replace("{tmp}", str(tmp_path))
     assert main(["spark", "stream", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1

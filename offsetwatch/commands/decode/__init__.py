@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format == "avro":
         output.check_avro(args.output)
+    if args.output:
+        output.check_apart_from_inputs(args.output, args.paths or [])
     reporter = loop.Reporter()
     # unwinds in reverse: the signal handlers are restored, the bar stops, the output is
     # closed (stdout: flushed; a file not completed stays FILE.partial), the source (a Kafka

@@ -14,10 +14,11 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from offsetwatch.commands import UsageError
-from offsetwatch.core.atomic import writable_target
+from offsetwatch.core.atomic import probe_directory, writable_target
 
 if TYPE_CHECKING:
     from offsetwatch.commands.decode.loop import Reporter
@@ -32,6 +33,20 @@ def check_avro(path: str | None) -> None:
         importlib.import_module("offsetwatch.decoder.avro")
     except ImportError as error:
         raise UsageError(f"--format avro is not available here: {error}") from None
+
+
+def check_apart_from_inputs(path: str, inputs: list[str]) -> None:
+    """Refuse, before any input is opened, an --output that is one of the inputs or inside
+    an input directory: `decode in.jsonl -o in.jsonl` replaced the input by its decoding."""
+    from offsetwatch.core.paths import inside
+
+    target = Path(path)
+    for given in inputs:
+        if given != "-" and os.path.exists(given) and inside(target, Path(given)):
+            raise UsageError(
+                f"--output {path} is the input {given} or inside it: the input would be "
+                "overwritten or read back; choose an --output outside the inputs"
+            )
 
 
 class OutputError(Exception):
@@ -52,13 +67,22 @@ class OutputFile:
             ) from None
         self.target = str(target)
         self.partial = self.target if in_place else f"{target}.partial"
+        if not in_place:
+            try:
+                # a byte written and removed: a full disk is found before the decoding
+                probe_directory(target.parent)
+            except OSError as error:
+                raise UsageError(
+                    f"cannot write --output {path}: {error.strerror or error}; free space "
+                    "there or choose another --output"
+                ) from None
         try:
             # closed by complete() or abandon(): the file outlives this constructor
             self._file: IO[bytes] = open(self.partial, "wb")  # noqa: SIM115
         except OSError as error:
             raise UsageError(
-                f"cannot write {self.partial}: {error.strerror}; check that the directory "
-                "exists and is writable"
+                f"cannot write --output {path} ({self.partial}): {error.strerror}; check "
+                "that the directory exists and is writable"
             ) from None
 
     def write(self, data: bytes) -> int:
@@ -107,7 +131,7 @@ class OutputFile:
             else "it is no regular file, so nothing was kept"
         )
         return OutputError(
-            f"cannot write {self.path}: {error.strerror or error}; {kept}; free space or "
+            f"cannot write --output {self.path}: {error.strerror or error}; {kept}; free space or "
             "choose another --output, then run again"
         )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from offsetwatch.commands import INT32_MAX, Repeat, UsageError, integer
-from offsetwatch.core.atomic import probe_directory
+from offsetwatch.core.paths import Kind, PathProblem, check_input, check_output_dir, inside
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -163,11 +163,26 @@ def output_directory(path: Path, flag: str = "--out") -> None:
     """Check, before a Spark job of minutes, that its results can be written under `path`
     (created when missing): a file given as the directory was found only when the job was
     done, and its result lost."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag} {path} is a file: give a directory (it is created if missing)")
     try:
-        probe_directory(path)
-    except OSError as error:
+        check_output_dir(path, flag)
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
+
+
+def input_path(path: Path, flag: str, kind: Kind = "any") -> None:
+    """Check, before a Spark session starts, that the input can be read: a missing or
+    unreadable path was found by Spark, as a Java stack or as "no input"."""
+    try:
+        check_input(path, flag, kind)
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
+
+
+def not_inside(output: Path, output_flag: str, source: Path, source_flag: str) -> None:
+    """Refuse, before any work, an output inside an input (or the input inside the output):
+    what the job writes would be read back as input next time, or the input overwritten."""
+    if inside(output, source) or inside(source, output):
         raise UsageError(
-            f"cannot write in {flag} {path}: {error.strerror or error}; choose a writable directory"
-        ) from None
+            f"{output_flag} {output} and {source_flag} {source} overlap: what is written "
+            f"there would be read back as input; give a {output_flag} outside {source_flag}"
+        )

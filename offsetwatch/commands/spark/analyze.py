@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from offsetwatch.commands import UsageError, apply_env_defaults, seconds
 from offsetwatch.commands.spark._common import (
     add_spark_options,
+    input_path,
     output_directory,
     session_from_args,
 )
@@ -142,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     storm_count, storm_span = _storm(args.storm)
     if args.format == "parquet" and args.out is None:
         raise UsageError("--format parquet writes files: add --out DIR")
+    input_path(args.lake, "--lake", "dir")
     commits_dir = args.lake / lake_schema.COMMITS
     if not commits_dir.is_dir() or not any(commits_dir.rglob("*.parquet")):
         raise UsageError(
@@ -162,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     if args.out is not None:
+        _out_apart_from_lake(args.out, args.lake)
         output_directory(args.out)
     spark = session_from_args(args, "analyze")
     tables = {name: _read_table(spark, args.lake, name, until) for name in lake_schema.LAKE_TABLES}
@@ -183,6 +187,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(result)
     return 0
+
+
+#: the directories --out gets, each replaced whole (Spark's mode "overwrite")
+OUTPUT_TABLES: Final = ("episodes", "group_stats", "windows", "timeline")
+
+
+def _out_apart_from_lake(out: Path, lake: Path) -> None:
+    """Refuse, before the job, an --out whose tables would replace the lake (it lies under
+    one of them) or land in it (--out is the lake or inside one of its tables): the lake's
+    own directory is read as tables, and "overwrite" deletes what is there first. A
+    directory of its own inside the lake (LAKE/analytics) is fine."""
+    from offsetwatch.core.paths import inside
+
+    for name in OUTPUT_TABLES:
+        if inside(lake, out / name):
+            raise UsageError(
+                f"--out {out} would replace {out / name}, which holds --lake {lake}: "
+                "give another --out"
+            )
+    with contextlib.suppress(OSError):
+        if inside(out, lake) and (
+            inside(lake, out) or any(inside(out, part) for part in lake.iterdir())
+        ):
+            raise UsageError(
+                f"--out {out} is inside --lake {lake}'s own files: give a directory outside "
+                f"it or a new one in it (e.g. {lake / 'analytics'})"
+            )
 
 
 def _frames(result: AnalyticsResult) -> dict[str, DataFrame]:

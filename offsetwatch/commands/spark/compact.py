@@ -12,7 +12,10 @@ from offsetwatch.commands import Repeat, UsageError, apply_env_defaults, reserve
 from offsetwatch.commands.spark._common import (
     add_kafka_reader_option,
     add_spark_options,
+    input_path,
     kafka_reader,
+    not_inside,
+    output_directory,
     session_from_args,
 )
 from offsetwatch.core.connection import (
@@ -124,14 +127,23 @@ def run(args: argparse.Namespace) -> int:
         if args.source in FILE_SOURCES:
             if args.input is None:
                 raise UsageError(f"--input PATH is required with --source {args.source}")
+            input_path(args.input, "--input")
+            # the lake's own files (Parquet, the manifest) are no input, and an input
+            # directory under the lake would be compacted into itself
+            not_inside(args.lake, "--lake", args.input, "--input")
             check_input(args.source, args.input)
+        output_directory(args.lake, "--lake")
         Lake(args.lake).manifest()  # before Spark starts: a damaged one is found in a second
         conf: dict[str, str] = {}
         if args.source == "kafka":
             options["reader"], conf = kafka_reader(args)
         spark = session_from_args(args, "compact", conf)
         result = compact(spark, args.source, args.lake, args.input, options)
-    except (InputError, LakeError) as error:
+    except InputError as error:
+        # the readers name the file, not the option it came from
+        where = "--input: " if args.source in FILE_SOURCES else ""
+        raise UsageError(f"{where}{error}") from None
+    except LakeError as error:
         raise UsageError(str(error)) from None
     added = ", ".join(f"{table} +{rows:,}" for table, rows in result.rows.items())
     bad = sum(result.quarantined.values())

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError, apply_env_defaults
-from offsetwatch.commands.spark._common import add_spark_options, session_from_args
+from offsetwatch.commands.spark._common import add_spark_options, input_path, session_from_args
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         time_ms = parse_time(args.time)
     except ValueError as error:
         raise UsageError(f"--time: {error}") from None
-    if not args.input.exists():
+    if not args.input.exists() and not args.input.is_symlink():
         raise UsageError(f"--input {args.input} does not exist: give the lake or an archive")
+    input_path(args.input, "--input")
     try:
         spark = session_from_args(args, "offsets-at")
         offsets = offsets_at_from_path(args.input, args.group, time_ms, spark)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError
+from offsetwatch.core.paths import PathProblem, check_output_dir
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
@@ -45,11 +46,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.out.is_dir():
         raise UsageError(f"--out {args.out} is not a directory: create it first")
     try:
+        check_output_dir(args.out, "--out")
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
+    try:
         print(build_package_zip(args.out))
     except OSError as error:
         target = args.out / PACKAGE_ZIP
         raise UsageError(
-            f"cannot write {target}: {error.strerror or error}; nothing was left under that "
-            "name: free space there or choose another --out"
+            f"--out {args.out}: cannot write {target}: {error.strerror or error}; nothing was "
+            "left under that name: free space there or choose another --out"
         ) from None
     return 0

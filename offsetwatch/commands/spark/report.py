@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from offsetwatch.commands import UsageError, apply_env_defaults
 from offsetwatch.commands.spark._common import (
     add_spark_options,
+    input_path,
     output_directory,
     session_from_args,
 )
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         start = instant_or_ago_ms(args.since, int(time.time() * 1000))
     except ValueError as error:
         raise UsageError(f"--since: {error}") from None
+    input_path(args.lake, "--lake", "dir")
     if not (args.lake / "commits").is_dir() and not (args.lake / "group_events").is_dir():
         raise UsageError(
             f"--lake {args.lake} holds no lake: build it with offsetwatch spark compact"

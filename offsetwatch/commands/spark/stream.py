@@ -18,7 +18,10 @@ from offsetwatch.commands import (
 from offsetwatch.commands.spark._common import (
     add_kafka_reader_option,
     add_spark_options,
+    input_path,
     kafka_reader,
+    not_inside,
+    output_directory,
     session_from_args,
 )
 from offsetwatch.core.connection import (
@@ -144,8 +147,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one input: --archive DIR or --bootstrap-server HOST:PORT")
     if args.checkpoint is None:
         raise UsageError("--checkpoint DIR is required: the stream resumes from it")
-    if args.archive is not None and not Path(args.archive).is_dir():
-        raise UsageError(f"--archive {args.archive}: no such directory")
+    if args.archive is not None:
+        input_path(Path(args.archive), "--archive", "dir")
+    # before the session: Spark found a bad checkpoint only when it wrote its first batch
+    outputs = [("--checkpoint", args.checkpoint), ("--alerts-dir", args.alerts_dir)]
+    for flag, text in outputs:
+        if not text or "://" in text:
+            continue  # a URL (hdfs://...) is Spark's to check
+        path = Path(text)
+        if args.archive is not None:
+            # the alerts are JSON lines: inside the archive they would be read as records
+            not_inside(path, flag, Path(args.archive), "--archive")
+        output_directory(path, flag)
     if args.trigger_s <= 0 or args.resend_s <= 0:
         raise UsageError("--trigger-s and --resend-s must be positive")
     if args.alerts_topic is not None and not kafka.get("bootstrap.servers"):
