@@ -40,6 +40,7 @@ from confluent_kafka import (
 
 # re-exported: exporter/sinks/publisher.py and spark_jobs/sources/kafka_options.py still import it
 # from here
+from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 from offsetwatch.exporter.state.ingest import ingest_accelerator
@@ -290,6 +291,9 @@ class OffsetsTopicSource:
         #: a topic that may not exist (`__share_group_state` before any share group): its
         #: absence is looked up again quietly, not reported as an error every few seconds
         self.optional = optional
+        #: the broker's refusal of the topic itself (no Describe, so no Read either), while
+        #: it lasts: "TOPIC_AUTHORIZATION_FAILED: ..."; set and cleared on the reader thread
+        self.refused: str | None = None
         self._metadata_refresh_s = metadata_refresh_s
         self._metadata_timeout_s = metadata_timeout_s
         self._clock = clock
@@ -550,8 +554,10 @@ class OffsetsTopicSource:
         if code == KafkaError._PARTITION_EOF and partition is not None and offset is not None:
             events.append(PartitionEof(partition, offset))
             return
-        if code == KafkaError.GROUP_AUTHORIZATION_FAILED and partition is None:
-            # as in _on_error: the consumer's own unused group id, which reached the queue
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # as in _on_error: the consumer's own unused group id, which reached the queue,
+            # at times with the partition of a fetch attached (seen on a secured broker with
+            # share groups): reading by assignment makes no group request of its own
             log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
             return
         self.errors_total += 1
@@ -612,6 +618,14 @@ class OffsetsTopicSource:
         topic_md = metadata.topics.get(self.topic)
         if topic_md is None or topic_md.error is not None:
             err = topic_md.error if topic_md is not None else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                # an answer, and no absence: an optional topic refused is not "no share
+                # groups yet", it is share groups whose state cannot be known
+                with self._lock:
+                    self._mark_up()
+                self._note_refused(err)
+                self._next_refresh = self._clock() + retry
+                return
             if self.optional:
                 with self._lock:
                     self._mark_up()
@@ -621,6 +635,9 @@ class OffsetsTopicSource:
             self._queue_error(err, f"topic {self.topic} not available")
             self._next_refresh = self._clock() + retry
             return
+        if self.refused is not None:
+            log.info("%s source: the topic can be read again", self.topic)
+            self.refused = None
         self._started = True
         with self._lock:
             self._mark_up()
@@ -905,6 +922,22 @@ class OffsetsTopicSource:
     def _queue(self, event: SourceEvent) -> None:
         with self._lock:
             self._events.append(event)
+
+    def _note_refused(self, err: KafkaError) -> None:
+        """The topic refused in a Metadata answer: one WARNING with the grant when it starts
+        (counted as an error); the daemon reads `refused` for readiness and the metrics."""
+        if self.refused is not None:
+            return
+        self.refused = f"{err.name()}: {err.str()}"
+        self.errors_total += 1
+        grant = grant_line(self._config, "Read", "topic", self.topic)
+        log.warning(
+            "%s source: not authorized to read the topic (%s): what it holds is unknown "
+            "until it is granted; grant it: %s",
+            self.topic,
+            self.refused,
+            grant,
+        )
 
     def _queue_error(self, err: object, context: str) -> None:
         self.errors_total += 1

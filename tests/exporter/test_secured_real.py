@@ -13,12 +13,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from offsetwatch.core.topics import OFFSETS_TOPIC
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.serve.api import group_detail, readiness
-from tests.exporter.daemon_helpers import exporter_config, running_exporter, wait_for
+from tests.exporter.daemon_helpers import (
+    consume_all,
+    exporter_config,
+    running_exporter,
+    wait_for,
+)
 from tests.exporter.real_broker_helpers import Committer, kafka_offsets
-from tests.real_broker import unique
+from tests.real_broker import group_kind_properties, unique
 from tests.secured_broker import (
     MTLS_PRINCIPAL,
     SecuredBroker,
@@ -225,6 +239,115 @@ def test_a_topic_without_describe_is_not_authorized_never_deleted(secured: Secur
     finally:
         for committer in committers:
             committer.stop()
+        secured.revoke(PRINCIPAL, acls)
+
+
+def test_publishing_needs_write_and_describe_on_the_topic_alone(secured: SecuredBroker) -> None:
+    """`--publish-topic` with the idempotent producer needs Write and Describe on the topic and
+    nothing on the cluster (Kafka 3.0+ no longer asks IdempotentWrite for it): every commit
+    the exporter reads reaches the topic, read back as a super user."""
+    topic, group, output = unique("orders"), unique("republished"), unique("offsets-json")
+    secured.broker.create_topic(topic, 1)
+    secured.broker.create_topic(output, 1)
+    secured.broker.produce(topic, [10])
+    acls = [
+        *EXPORT_ACLS,
+        ("topic", topic, "describe"),
+        ("topic", output, "write"),
+        ("topic", output, "describe"),
+    ]
+    secured.grant(PRINCIPAL, acls)
+    committer = Committer(secured.broker, topic, group, 1)
+    try:
+        wait_for(lambda: committer.commits >= 3, "commits")
+        committer.stop()
+        properties = secured.sasl_properties(USER, PASSWORD)
+        config = exporter_config(
+            secured.sasl_ssl,
+            sample_interval_s=0.5,
+            stale_after_s=2.0,
+            kafka_properties=properties,
+            publish_topic=output,
+        )
+        with running_exporter(config) as service:
+            stats = service.exporter.stats
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+            wait_for(
+                lambda: any(
+                    group.encode() in (r.value or b"")
+                    for r in consume_all(secured.broker.bootstrap, output, 1)
+                ),
+                "the group's commits republished",
+            )
+            _ready, body = readiness(stats)
+            refused = {x["name"] for x in body.get("not_authorized", [])}
+            assert not refused & {topic, output}, body
+    finally:
+        committer.stop()
+        secured.revoke(PRINCIPAL, acls)
+
+
+def _share_consumed(bootstrap: str, group: str, topic: str, records: int) -> None:
+    """A share consumer (as the super user) that takes and acknowledges `records` records of
+    `topic`: its share group then has state in `__share_group_state`."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until it answers
+    earliest = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    for future in admin.incremental_alter_configs([earliest]).values():
+        future.result(timeout=60)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
+    try:
+        consumer.subscribe([topic])
+        taken = 0
+        deadline = time.monotonic() + 60
+        while taken < records:
+            assert time.monotonic() < deadline, f"the share consumer took {taken} of {records}"
+            taken += sum(1 for m in consumer.poll(0.5) if m.error() is None)
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+
+
+def test_share_groups_need_read_on_the_share_state_topic(secured: SecuredBroker) -> None:
+    """Share groups' state is in `__share_group_state`: with Read on it (and Describe on the
+    topic the group consumes) the exporter shows the share group's partitions."""
+    group_kind_properties("share")  # skips on a release without share groups
+    topic, group = unique("jobs"), unique("workers")
+    secured.broker.create_topic(topic, 1)
+    secured.broker.produce(topic, [20])
+    _share_consumed(secured.broker.bootstrap, group, topic, 5)
+    acls = [*EXPORT_ACLS, ("topic", SHARE_STATE_TOPIC, "read"), ("topic", topic, "describe")]
+    secured.grant(PRINCIPAL, acls)
+    try:
+        properties = secured.sasl_properties(USER, PASSWORD)
+        with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+            stats = service.exporter.stats
+
+            def share_partitions() -> list[Any]:
+                detail = group_detail(service.exporter.snapshot, group)
+                share = None if detail is None else detail.get("share")
+                return [] if share is None else list(share["partitions"])
+
+            wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            wait_for(
+                lambda: [row["topic_named"] for row in share_partitions()] == [True],
+                "the share group's partition, its topic named",
+                describe=share_partitions,
+            )
+            (row,) = share_partitions()
+            assert (row["topic"], row["partition"]) == (topic, 0), row
+            _ready, body = readiness(stats)
+            refused = {x["name"] for x in body.get("not_authorized", [])}
+            assert not refused & {topic, SHARE_STATE_TOPIC}, body
+    finally:
         secured.revoke(PRINCIPAL, acls)
 
 

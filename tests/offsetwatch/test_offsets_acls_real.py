@@ -171,3 +171,16 @@ def test_migrate_needs_describe_on_the_source_and_read_on_the_target(
             code, _out, err = _offsets(secured, capsys, *argv)
     assert code == 0, err
     assert secured.broker.committed(target) == {(topic, 0): 6}
+
+
+def test_a_dry_run_needs_describe_alone(
+    secured: SecuredBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    group = unique("dry-run")
+    topic = _topic_with_commit(secured, group)
+    argv = ("reset", "--group", group, "--topic", topic, "--to-offset", "7")
+    with _granted(secured, [("group", group, "describe"), ("topic", topic, "describe")]):
+        code, out, err = _offsets(secured, capsys, *argv)
+    assert code == 0, err
+    assert "dry run: nothing changed" in out
+    assert secured.broker.committed(group) == {(topic, 0): 3}

@@ -861,12 +861,64 @@ def test_events_that_reach_a_log_line_read_as_sentences(event: object, said: str
 def test_its_own_group_id_refused_is_no_error_on_either_path() -> None:
     """confluent-kafka makes a consumer take a group id; the source never joins it, so the
     broker's refusal to find its coordinator is nobody's problem, whether it comes through
-    error_cb or as a client-wide error in the consume queue."""
+    error_cb or in the consume queue, with no partition or with a fetched one's."""
     source = OffsetsTopicSource({}, consumer_factory=lambda _config: _Prefetched(10, 10))
     refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
     events: list[Any] = []
     source._on_error(refused)
     source._partition_error(None, None, refused, events)
+    source._partition_error(3, 120, refused, events)
     assert (events, source.errors_total) == ([], 0)
     batch = source.poll_batch()
     assert not any(isinstance(event, SourceError) for event in batch.events), batch.events
+
+
+class _Refused(_Prefetched):
+    """A cluster whose Metadata answer refuses the topic until `granted`."""
+
+    def __init__(self) -> None:
+        super().__init__(fetched=10, per_call=10)
+        self.granted = False
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        if self.granted:
+            return super().list_topics(topic, timeout)
+        refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed")
+        md = SimpleNamespace(partitions={}, error=refused)
+        return SimpleNamespace(cluster_id="c1", topics={topic: md})
+
+
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_refused_topic_is_said_once_with_the_grant_never_taken_for_absent(
+    optional: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without Describe on the topic the broker refuses it by name: an optional topic
+    (`__share_group_state`) refused is not "no share groups yet". One WARNING naming the
+    kafka-acls.sh grant, `refused` while it lasts, one INFO once it can be read."""
+    now = [0.0]
+    consumer = _Refused()
+    source = OffsetsTopicSource(
+        {"bootstrap.servers": "k:9092", "sasl.username": "monitor", "sasl.password": "s3cret"},
+        topic="__share_group_state",
+        optional=optional,
+        consumer_factory=lambda _config: consumer,
+        clock=lambda: now[0],
+    )
+    with caplog.at_level(logging.INFO, logger="offsetwatch.exporter.sources.kafka_source"):
+        for _ in range(4):
+            source.poll_batch()
+            now[0] += 6.0
+        assert source.refused is not None and "TOPIC_AUTHORIZATION_FAILED" in source.refused
+        assert source.source_up()  # the cluster answers: it is the grant that is missing
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert (
+            "kafka-acls.sh --bootstrap-server k:9092 --add --allow-principal User:monitor "
+            "--operation Read --topic '__share_group_state'" in warnings[0]
+        )
+        assert "s3cret" not in caplog.text
+        consumer.granted = True
+        now[0] += 60.0
+        source.poll_batch()
+    assert source.refused is None
+    assert "can be read again" in caplog.text
