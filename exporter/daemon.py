@@ -587,9 +587,11 @@ class Exporter:
         share = self.readers.share
         if share is None:
             return
-        # no partition is assigned while `__share_group_state` does not exist: nothing tracked
+        # no partition is assigned while `__share_group_state` does not exist: nothing tracked;
+        # created with the first share group, its partitions age from then, not from the start
         share_assigned = share.source.assigned_partitions()
         self.readers.share_state_partitions = frozenset(share_assigned)
+        self.store.share_freshness.track(share_assigned, self.clock_ms())
         self.stats.share_state_freshness = self.store.share_freshness.view(
             share_assigned,
             share.source.partition_count(),

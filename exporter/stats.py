@@ -136,10 +136,15 @@ class Freshness:
     stale_after_ms: int = 0
     #: epoch ms since which partitions are tracked: the age of one never confirmed
     since_ms: int = 0
+    #: partition -> epoch ms it was first tracked, for one that appeared after `since_ms`
+    #: (its age while never confirmed)
+    tracked_since_ms: Mapping[int, int] = field(default_factory=_no_times)
 
     def age_s(self, partition: int, now_ms: int) -> float:
         """Seconds since the partition was last confirmed (since tracking began if never)."""
-        confirmed = self.confirmed_ms.get(partition, self.since_ms)
+        confirmed = self.confirmed_ms.get(partition)
+        if confirmed is None:
+            confirmed = self.tracked_since_ms.get(partition, self.since_ms)
         return max(0, now_ms - confirmed) / 1000
 
     def is_stale(self, partition: int, now_ms: int) -> bool:

@@ -46,6 +46,9 @@ class SourceFreshness:
     unanswered: dict[int, str] = field(default_factory=dict)
     #: epoch ms since which the partitions are tracked (start, or the last rebuild)
     since_ms: int = 0
+    #: partition -> epoch ms it was first tracked after `since_ms`, for partitions that
+    #: appear later (`track`): `__share_group_state` is created with the first share group
+    tracked_since: dict[int, int] = field(default_factory=dict)
 
     def on_log_ends(
         self,
@@ -97,9 +100,19 @@ class SourceFreshness:
         if time_ms > self.confirmed_ms.get(partition, 0):
             self.confirmed_ms[partition] = time_ms
 
+    def track(self, partitions: Collection[int], now_ms: int) -> None:
+        """`partitions` are read now: one not seen before is aged from `now_ms`, not from
+        `since_ms` (a topic created hours after the start is not stale the moment it appears,
+        before a round could confirm it)."""
+        since = self.tracked_since
+        for partition in partitions:
+            if partition not in since:
+                since[partition] = max(now_ms, self.since_ms)
+
     def forget(self, partition: int) -> None:
         """The partition's state left this exporter (or is read again from its start)."""
         self.confirmed_ms.pop(partition, None)
+        self.tracked_since.pop(partition, None)
         self.positions.pop(partition, None)
         self.pending.pop(partition, None)
         self.unanswered.pop(partition, None)
@@ -110,6 +123,7 @@ class SourceFreshness:
         self.positions.clear()
         self.pending.clear()
         self.unanswered.clear()
+        self.tracked_since.clear()
         self.since_ms = now_ms
 
     def view(
@@ -146,4 +160,7 @@ class SourceFreshness:
             causes=causes,
             stale_after_ms=stale_after_ms,
             since_ms=self.since_ms,
+            tracked_since_ms={
+                p: self.tracked_since[p] for p in partitions if p in self.tracked_since
+            },
         )

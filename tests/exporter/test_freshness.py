@@ -11,6 +11,7 @@ import pytest
 
 from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
+from offsetwatch.exporter.service import ExporterService
 from offsetwatch.mock_cluster import MockCluster
 from tests.exporter.daemon_helpers import (
     Workload,
@@ -164,3 +165,42 @@ def test_share_state_partitions_go_stale_with_the_cluster_and_fresh_again(
             describe=lambda: readyz(service).body,
         )
         assert readyz(service).json()["share_state_stale_partitions"] == 0
+
+
+def test_a_share_state_topic_created_while_running_is_not_stale_as_it_appears(
+    cluster: MockCluster,
+) -> None:
+    """`__share_group_state` is created with the first share group, maybe long after the
+    exporter started: the share reader picks it up, its partitions are confirmed, and every
+    /readyz answer on the way is ready with none stale. (That they age from when they appear
+    is tests/exporter/test_daemon_share_freshness.py's, deterministically: here the empty
+    partitions are usually confirmed by an end of partition before the next view.)"""
+    bootstrap = cluster.bootstrap_servers
+    create_workload_topics(cluster, bootstrap, PARTITIONS)
+    workload = Workload(PARTITIONS)
+    produce_raw(bootstrap, workload.join("billing") + workload.commits("billing", 2))
+    config = exporter_config(bootstrap, sample_interval_s=0.5, stale_after_s=30.0)
+
+    def started_an_hour_ago(service: ExporterService) -> None:
+        service.exporter.store.share_freshness.since_ms -= 3_600_000
+
+    with running_exporter(config, started_an_hour_ago) as service:
+        wait_ready_with_log_ends(service)
+        assert readyz(service).json()["share_state_stale_partitions"] == 0
+        cluster.create_topic(SHARE_STATE_TOPIC, SHARE_STATE_PARTITIONS)
+        seen: list[int] = []
+
+        def confirmed() -> bool:
+            # every answer on the way is ready and names no stale share-state partition
+            answer = readyz(service)
+            seen.append(answer.json()["share_state_stale_partitions"])
+            assert answer.status == 200 and seen[-1] == 0, answer.body
+            freshness = service.exporter.stats.share_state_freshness
+            return set(freshness.confirmed_ms) == set(range(SHARE_STATE_PARTITIONS))
+
+        wait_for(
+            confirmed,
+            "the new __share_group_state partitions confirmed",
+            describe=lambda: service.exporter.stats.share_state_freshness,
+        )
+        assert scrape(service).value("offsetwatch_share_state_stale_partitions") == 0

@@ -88,3 +88,25 @@ def test_no_share_state_topic_tracks_nothing_and_nothing_is_stale() -> None:
 def test_a_share_partition_is_found_in_the_share_coordinators_partition() -> None:
     # tests/decoder/test_partitioner.py: answered by Kafka's own code
     assert Freshness(partition_count=50).of_share("orders-queue", "Ka5iZpX1TpOuKhN2w1Q3vA", 7) == 43
+
+
+def test_a_share_state_topic_created_later_is_aged_from_then() -> None:
+    """`__share_group_state` appears with the first share group, maybe hours after the start:
+    its partitions are not stale the moment they appear, before a round could confirm them."""
+    fresh = SourceFreshness(since_ms=0)
+    fresh.track(set(), 1_000)  # no topic yet: nothing tracked
+    assert fresh.view(set(), 0, STALE_AFTER_MS).stale(7_200_000) == []
+    fresh.track({0, 1}, 7_200_000)
+    fresh.track({0, 1}, 7_250_000)  # seen again: still aged from when it appeared
+    view = fresh.view({0, 1}, 2, STALE_AFTER_MS)
+    assert view.age_s(0, 7_210_000) == 10.0
+    assert view.stale(7_200_000 + STALE_AFTER_MS) == []
+    # never confirmed since: stale once --stale-after-s has passed since it appeared
+    assert [s.partition for s in view.stale(7_200_001 + STALE_AFTER_MS)] == [0, 1]
+    fresh.on_log_ends(7_205_000, {0: 0}, {})
+    assert [s.partition for s in fresh.view({0, 1}, 2, STALE_AFTER_MS).stale(7_231_000)] == [1]
+    # rebuilt: aged from the rebuild again
+    fresh.reset(8_000_000)
+    assert fresh.tracked_since == {}
+    fresh.track({0}, 8_000_500)
+    assert fresh.view({0}, 1, STALE_AFTER_MS).age_s(0, 8_001_500) == 1.0
