@@ -20,6 +20,7 @@ from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
+    RETIRE_DRAIN_S,
     DeliveryToken,
     DeliveryTracker,
     OutputRecord,
@@ -202,6 +203,9 @@ class _HeldProducer:
         delivered, self.held = self.held, []
         for callback in delivered:
             callback(None, None)
+
+    def __len__(self) -> int:
+        return len(self.held) + len(self.purged)
 
 
 def test_a_producer_left_without_a_broker_address_is_replaced(
@@ -423,3 +427,54 @@ def test_a_fatal_producer_is_replaced_so_a_grant_is_picked_up(
     publisher.publish(0, 1, b"k", b"v")
     producers[1].deliver()
     assert publisher.stats().records_delivered == 1
+
+
+def test_a_producer_replaced_on_rotation_delivers_what_it_holds_then_fails_the_rest(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials rotated (`reconfigure`): the next poll publishes through a new producer of
+    the new settings, while the old one keeps what it holds and still delivers it; past
+    RETIRE_DRAIN_S what it holds is purged, each record a failed delivery that pins the
+    watermark (a restart publishes it again), and the old producer is let go."""
+    producers: list[_HeldProducer] = []
+
+    def factory(config: dict[str, object]) -> _HeldProducer:
+        producers.append(_HeldProducer(config))
+        return producers[-1]
+
+    clock = [1000.0]
+    monkeypatch.setattr("offsetwatch.exporter.sinks.publisher.time.monotonic", lambda: clock[0])
+    publisher = RecordPublisher(
+        {"sasl.password": "old"}, output_topic="out", producer_factory=factory
+    )
+    for offset in range(3):
+        publisher.publish(0, offset, b"k", b"v")
+    publisher.reconfigure({"sasl.password": "new"})
+    assert len(producers) == 1  # the swap happens on the poll thread
+    with caplog.at_level(logging.INFO):
+        publisher.poll(0)
+    assert len(producers) == 2 and publisher.producers_replaced == 1
+    assert producers[1].config["sasl.password"] == "new"
+    assert "delivers what it holds for up to 30 s" in caplog.text
+    assert "new" not in caplog.text.replace("a new producer", "")  # no secret in the line
+    old = producers[0]
+    # the old producer delivers two of its three while the new one publishes on
+    first_two, old.held = old.held[:2], old.held[2:]
+    for callback in first_two:
+        callback(None, None)
+    publisher.publish(0, 3, b"k", b"v")
+    producers[1].deliver()
+    publisher.poll(0)
+    assert publisher.stats().records_delivered == 3
+    assert publisher.confirmed_positions() == {0: 2}  # offset 2 still held by the old one
+    assert publisher.stats().failed == 0
+    clock[0] += RETIRE_DRAIN_S - 1
+    publisher.poll(0)
+    assert publisher.stats().failed == 0 and len(old) == 1
+    clock[0] += 1
+    publisher.poll(0)
+    assert publisher.stats().failed == 1 and len(old) == 0
+    assert publisher.failed_positions() == {0: 2}
+    assert publisher.confirmed_positions() == {0: 2}  # never past the failed record
+    assert publisher._retiring == []
+    assert publisher.flush(0.1) == 0
