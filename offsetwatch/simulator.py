@@ -110,7 +110,6 @@ class _GroupRun:
     plan: GroupPlan
     consumed: dict[int, float] = field(default_factory=dict)
     deleted: bool = False
-    txn_count: int = 0
     generation: int = 1
     #: when the storm group rebalances next (seconds since start)
     next_rejoin: float = STORM_PERIOD_S
@@ -129,10 +128,6 @@ class ClusterSimulator:
     produced: dict[tuple[str, int], float] = field(default_factory=dict)
     started: float = 0.0
     transactions_supported: bool = True
-    #: abort every third transaction. Off by default: librdkafka's mock cluster does not filter
-    #: aborted records for read_committed consumers (a real broker does), so on the mock the
-    #: aborted offsets would wrongly show up as committed
-    abort_some_transactions: bool = False
     _producer: Any = None
     _txn_producer: Any = None
     _runs: list[_GroupRun] = field(default_factory=list)
@@ -296,7 +291,7 @@ class ClusterSimulator:
             for p in range(n)
         ]
         if behaviour == "transactional" and self.transactions_supported:
-            self._commit_transactionally(run, commits, now_ms, n)
+            self._commit_transactionally(run, commits)
             return
         self._write(plan.group, commits)
 
@@ -332,24 +327,9 @@ class ClusterSimulator:
         self._producer.flush(5)
         run.deleted = True
 
-    def _commit_transactionally(
-        self, run: _GroupRun, commits: list[KeyValue], now_ms: int, n: int
-    ) -> None:
+    def _commit_transactionally(self, run: _GroupRun, commits: list[KeyValue]) -> None:
         producer = self._txn_producer
-        run.txn_count += 1
         producer.begin_transaction()
-        if self.abort_some_transactions and run.txn_count % 3 == 0:
-            # an aborted transaction with offsets far ahead: must never become committed
-            bogus = [
-                self.factory.commit(run.plan.group, run.plan.topic, p, 10**9, now_ms)
-                for p in range(n)
-            ]
-            self._write(run.plan.group, bogus, producer)
-            # Delivered first: an abort racing the partitions' registration can be a fatal
-            # INVALID_TXN_STATE (librdkafka issue 4849).
-            producer.flush(10)
-            producer.abort_transaction(10)
-            return
         self._write(run.plan.group, commits, producer)
         producer.commit_transaction(10)
 
