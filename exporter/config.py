@@ -70,13 +70,13 @@ from offsetwatch.core.connection import (
     put_property,
 )
 from offsetwatch.core.empty_values import empty_means_off
+from offsetwatch.core.environment import PREFIX as ENV_PREFIX
 from offsetwatch.core.secret_files import SecretFileError, is_file_setting, resolve_secret_files
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC, internal_topic_problem, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
 from offsetwatch.exporter.state.diagnosis_history import RING_SIZE
 
-ENV_PREFIX: Final = "OFFSETWATCH_"
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
 
 #: Port of the /metrics endpoint. Prometheus' exporter port list (9100-9999) is fully
