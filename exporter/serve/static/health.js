@@ -57,13 +57,15 @@ function notAuthorized(refused) {
       el("td", {}, el("code", { class: "grant", "data-col": "grant" }, r.grant)))));
 }
 
-function stalePartitions(count, listed) {
+/** Stale partitions of `topic` (__consumer_offsets, or __share_group_state: the share
+ * groups' state), `served` saying whose data may be old. */
+function stalePartitions(id, topic, served, count, listed) {
   if (!count) return null;
   const shown = listed ?? [];
-  return problem("health-stale",
-    `Stale: ${fmtInt(count)} __consumer_offsets partition(s) the cluster has not confirmed lately`
+  return problem(id,
+    `Stale: ${fmtInt(count)} ${topic} partition(s) the cluster has not confirmed lately`
       + (shown.length < count ? ` (the first ${shown.length}, the longest unconfirmed first)` : ""),
-    "What is served for the groups on them may be old, so the exporter is not ready. The "
+    `What is served for ${served} may be old, so the exporter is not ready. The `
       + "cause names the answer that is missing: the partition's leader's (check that broker) "
       + "or the exporter's own reader's.",
     ["Partition", "Unconfirmed for", "Last confirmed", "Cause"],
@@ -107,13 +109,17 @@ function failingParts(parts, nowMs) {
 function problemsSection(h) {
   const found = [
     notAuthorized(h.not_authorized),
-    stalePartitions(h.stale_partitions, h.stale),
+    stalePartitions("health-stale", "__consumer_offsets", "the groups on them",
+      h.stale_partitions, h.stale),
+    stalePartitions("health-share-state-stale", "__share_group_state",
+      "the share groups whose state they hold", h.share_state_stale_partitions,
+      h.share_state_stale),
     failingSinks(h.failing_sinks, h.time_ms),
     failingParts(h.failing_parts, h.time_ms),
   ].filter(Boolean);
   // "no problems" must not read as "all is well" while the exporter is still not ready
-  const none = "No problems: every topic is described, every __consumer_offsets partition was "
-    + "confirmed lately, and every sink and part is up."
+  const none = "No problems: every topic is described, every __consumer_offsets and "
+    + "__share_group_state partition was confirmed lately, and every sink and part is up."
     + (h.ready || !h.reason ? "" : ` Not ready: ${h.reason}.`);
   return el("section", { id: "health-problems", "aria-labelledby": "health-problems-title" },
     el("h2", { id: "health-problems-title" }, "Problems"),

@@ -569,6 +569,7 @@ DENIED_ERROR = "TOPIC_AUTHORIZATION_FAILED: Broker: Topic authorization failed"
 SINK_ERROR = "KafkaException: Broker: Topic authorization failed (offsetwatch.records)"
 PART_ERROR = "KafkaException: Local: Timed out"
 STALE_CAUSE = "its leader did not answer for its log end: timed out"
+SHARE_STALE_CAUSE = "not read up to the log end its leader answered (40; read up to offset 12)"
 
 
 def _grant(topic: str) -> str:
@@ -587,6 +588,14 @@ def _problem_stats() -> PipelineStats:
         partition_count=50,
         confirmed_ms={31: now - 3_600_000},  # 7 never confirmed since tracking began
         causes={31: STALE_CAUSE},
+        stale_after_ms=30_000,
+        since_ms=now - 7_200_000,
+    )
+    stats.share_state_freshness = Freshness(
+        tracked=(0, 1, 2),
+        partition_count=3,
+        confirmed_ms={0: now, 1: now, 2: now - 5_400_000},
+        causes={2: SHARE_STALE_CAUSE},
         stale_after_ms=30_000,
         since_ms=now - 7_200_000,
     )
@@ -651,6 +660,16 @@ def test_health_lists_each_problem_with_what_to_do(page: Any) -> None:
         expect(rows.nth(1).locator('[data-col="age"]')).to_contain_text("1 h")
         expect(rows.nth(1).locator('[data-col="cause"]')).to_have_text(STALE_CAUSE)
 
+        # the share groups' state: its own list, only the stale partition
+        share = page.locator("#health-share-state-stale")
+        expect(share.locator("h3")).to_contain_text("1 __share_group_state partition(s)")
+        expect(share).to_contain_text("the share groups whose state they hold")
+        share_rows = share.locator("tbody tr")
+        expect(share_rows).to_have_count(1)
+        expect(share_rows.nth(0)).to_have_attribute("data-partition", "2")
+        expect(share_rows.nth(0).locator('[data-col="age"]')).to_contain_text("1 h")
+        expect(share_rows.nth(0).locator('[data-col="cause"]')).to_have_text(SHARE_STALE_CAUSE)
+
         sinks = page.locator("#health-failing-sinks tbody tr")
         expect(sinks).to_have_count(1)  # the archive is up: not a problem
         publish = page.locator('#health-failing-sinks tr[data-sink="publish"]')
@@ -695,10 +714,16 @@ def test_health_without_problems_says_so_in_one_line(page: Any) -> None:
     with _health_server(ready_stats()) as server:
         page.goto(server.url + "/health")
         expect(page.locator("#health-no-problems")).to_have_text(
-            "No problems: every topic is described, every __consumer_offsets partition was "
-            "confirmed lately, and every sink and part is up."
+            "No problems: every topic is described, every __consumer_offsets and "
+            "__share_group_state partition was confirmed lately, and every sink and part is up."
         )
-        for kind in ("not-authorized", "stale", "failing-sinks", "failing-parts"):
+        for kind in (
+            "not-authorized",
+            "stale",
+            "share-state-stale",
+            "failing-sinks",
+            "failing-parts",
+        ):
             expect(page.locator(f"#health-{kind}")).to_have_count(0)
         expect(page.locator("#health-ready")).to_contain_text("yes")
 
