@@ -130,7 +130,12 @@ def _interruptible() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     with _interruptible():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:
+            # Ctrl-C while the commands load and the options are parsed (~0.1 s of every
+            # start, before a command runs) ended in a traceback of argparse or an import
+            return EXIT_INTERRUPTED
 
 
 def _main(argv: list[str] | None) -> int:

@@ -232,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             service.stop()
             simulator.close()
+            # its producers are destroyed here, before the cluster: a cluster closed under
+            # them had librdkafka log a "Disconnected" line per connection after Ctrl-C
+            del simulator
     print(
         f"demo state (checkpoint, quarantine) kept in {state_dir}; archive in "
         f"{args.archive_dir or state_dir / 'archive'}",
