@@ -304,3 +304,18 @@ def test_ctrl_c_at_each_point_is_quiet_and_leaves_whole_outputs(
     after = [line for line in run.lines[mark:] if line.strip()]
     assert len(after) <= 1 and all(len(line) <= 200 for line in after), after
     spec.check(cluster, tmp_path, code)
+
+
+def test_ctrl_c_while_the_commands_load_is_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first ~0.1 s of every start (the commands' modules imported, the options
+    parsed) is before any command's own handling: a Ctrl-C there ended in a traceback."""
+    import offsetwatch.cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(offsetwatch.cli, "build_parser", interrupted)
+    assert offsetwatch.cli.main(["decode", "--sample"]) == 130
+    assert capsys.readouterr() == ("", "")

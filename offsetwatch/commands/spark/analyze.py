@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -206,14 +205,20 @@ def _out_apart_from_lake(out: Path, lake: Path) -> None:
                 f"--out {out} would replace {out / name}, which holds --lake {lake}: "
                 "give another --out"
             )
-    with contextlib.suppress(OSError):
-        if inside(out, lake) and (
-            inside(lake, out) or any(inside(out, part) for part in lake.iterdir())
-        ):
-            raise UsageError(
-                f"--out {out} is inside --lake {lake}'s own files: give a directory outside "
-                f"it or a new one in it (e.g. {lake / 'analytics'})"
-            )
+    from offsetwatch.spark_jobs import lake_schema
+    from offsetwatch.spark_jobs.lake_store import BOOKKEEPING
+
+    own = (
+        *lake_schema.LAKE_TABLES,
+        lake_schema.SHARE_STATE,
+        lake_schema.QUARANTINE,
+        BOOKKEEPING,
+    )
+    if inside(lake, out) or any(inside(out, lake / name) for name in own):
+        raise UsageError(
+            f"--out {out} is --lake {lake} or inside one of its tables: give a directory "
+            f"outside the lake or one of its own in it (e.g. {lake / 'analytics'})"
+        )
 
 
 def _frames(result: AnalyticsResult) -> dict[str, DataFrame]:
