@@ -7,6 +7,7 @@ import math
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from offsetwatch.commands import integer, seconds
 
 if TYPE_CHECKING:
     from offsetwatch.commands import Subparsers
+    from offsetwatch.exporter.config import ExporterConfig
     from offsetwatch.exporter.judge.snapshot import Snapshot
     from offsetwatch.simulator import GroupPlan
 
@@ -177,10 +179,9 @@ def _plain_table(snapshot: Snapshot, plans: tuple[GroupPlan, ...]) -> str:
 def run(args: argparse.Namespace) -> int:
     from offsetwatch.commands import UsageError, listen_error
     from offsetwatch.core.paths import PathProblem, check_output_dir
-    from offsetwatch.exporter.config import ExporterConfig
     from offsetwatch.exporter.service import ExporterService
     from offsetwatch.mock_cluster import MockCluster
-    from offsetwatch.simulator import ClusterSimulator, demo_warn_ratio
+    from offsetwatch.simulator import ClusterSimulator
 
     if args.archive_dir is not None:
         try:
@@ -192,48 +193,46 @@ def run(args: argparse.Namespace) -> int:
     state_dir = Path(tempfile.mkdtemp(prefix="offsetwatch-demo-"))
     with MockCluster() as cluster:
         simulator = ClusterSimulator(cluster.bootstrap_servers)
-        simulator.create_topics(cluster.create_topic)
-        simulator.start()
-        config = ExporterConfig(
-            bootstrap_servers=cluster.bootstrap_servers,
-            cluster_name="demo",
-            http_host="127.0.0.1",
-            http_port=args.http_port,
-            sample_interval_s=2.0,
-            snapshot_interval_s=1.0,
-            status_window_s=args.status_window_s,
-            warn_min_growth_ratio=demo_warn_ratio(2.0, args.status_window_s),
-            publish_topic="offsetwatch.records",
-            publish_dlq_topic="offsetwatch.records.dlq",
-            checkpoint_path=state_dir / "checkpoint",
-            archive_dir=args.archive_dir or state_dir / "archive",
-            archive_roll_s=60.0,
-            log_level="WARNING",
-        )
-        service = ExporterService(config)
+        service: ExporterService | None = None
+        running = False
+        # everything after the simulator's start is undone in order, whenever Ctrl-C comes:
+        # an exporter left running kept the process alive, and producers the cluster was
+        # closed under logged a librdkafka "Disconnected" line per connection
         try:
-            service.start()
-        except OSError as error:
-            service.shutdown()
-            raise UsageError(listen_error("127.0.0.1", args.http_port, error)) from None
-        service.run_in_background()
-        url = service.http.url
-        # before the live table takes the terminal: the one line to open in a browser
-        print(f"offsetwatch console: {url}/", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        live = sys.stdout.isatty() and not args.plain
-        try:
-            if live:
-                _run_live(service, simulator, args.duration, started, url)
-            else:
-                _run_plain(service, simulator, args.duration, started, url)
-        except KeyboardInterrupt:
-            pass
+            simulator.create_topics(cluster.create_topic)
+            simulator.start()
+            service = ExporterService(_exporter_config(args, cluster.bootstrap_servers, state_dir))
+            try:
+                service.start()
+            except OSError as error:
+                raise UsageError(listen_error("127.0.0.1", args.http_port, error)) from None
+            service.run_in_background()
+            running = True
+            url = service.http.url
+            # before the live table takes the terminal: the one line to open in a browser
+            print(f"offsetwatch console: {url}/", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            live = sys.stdout.isatty() and not args.plain
+            try:
+                if live:
+                    _run_live(service, simulator, args.duration, started, url)
+                else:
+                    _run_plain(service, simulator, args.duration, started, url)
+            except KeyboardInterrupt:
+                pass
+        except BaseException as error:
+            # the frames of the interrupted calls hold the simulator (and its producers)
+            # until the error is handled, after the cluster is gone
+            traceback.clear_frames(error.__traceback__)
+            raise
         finally:
-            service.stop()
+            if service is not None:
+                if running:
+                    service.stop()
+                else:
+                    service.shutdown()
             simulator.close()
-            # its producers are destroyed here, before the cluster: a cluster closed under
-            # them had librdkafka log a "Disconnected" line per connection after Ctrl-C
+            # its producers are destroyed here, before the cluster
             del simulator
     print(
         f"demo state (checkpoint, quarantine) kept in {state_dir}; archive in "
@@ -241,6 +240,28 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _exporter_config(args: argparse.Namespace, bootstrap: str, state_dir: Path) -> ExporterConfig:
+    from offsetwatch.exporter.config import ExporterConfig
+    from offsetwatch.simulator import demo_warn_ratio
+
+    return ExporterConfig(
+        bootstrap_servers=bootstrap,
+        cluster_name="demo",
+        http_host="127.0.0.1",
+        http_port=args.http_port,
+        sample_interval_s=2.0,
+        snapshot_interval_s=1.0,
+        status_window_s=args.status_window_s,
+        warn_min_growth_ratio=demo_warn_ratio(2.0, args.status_window_s),
+        publish_topic="offsetwatch.records",
+        publish_dlq_topic="offsetwatch.records.dlq",
+        checkpoint_path=state_dir / "checkpoint",
+        archive_dir=args.archive_dir or state_dir / "archive",
+        archive_roll_s=60.0,
+        log_level="WARNING",
+    )
 
 
 def _expired(duration: float, started: float) -> bool:
