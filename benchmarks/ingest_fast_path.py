@@ -16,8 +16,9 @@
    run, best of N, C path (`Ingestor()`) and Python path (`Ingestor(accelerate=False)`)
    alternating. Printed: records/s (wall) and records per CPU second of each path, the
    ratio, and the share of the stream's records the fast path took, per record kind
-   (`Ingestor.fast_path_share`). The first commit of each (group, topic) creates its table
-   and takes the Python path: 4,000 of 500,000 records.
+   (`Ingestor.fast_path_share`). Two more streams are what a compacted log holds: one commit
+   per partition of 5,000 groups x 20 single-partition topics, each the first of its table
+   (the C loop makes the group and the table).
 2. With --broker VERSION (repeatable; a version or a line, as scripts/kafka/broker takes): a
    real broker of that release (started in a temporary directory, stopped at the end), a
    20-partition topic, and commits written by real clients, each kind under its own groups:
@@ -96,6 +97,9 @@ class Kind:
     version: int
     metadata: bytes
     tags: tuple[tuple[int, bytes], ...] = ()
+    #: what a compacted log holds: one commit per partition (one round), here of
+    #: single-partition topics, so each record is the first of its table
+    compacted: bool = False
 
     def packer(self) -> Callable[[int, int], bytes]:
         """(offset, commit ts) -> the value's bytes, packed with struct: encoding 500,000
@@ -137,24 +141,25 @@ KINDS = (
     Kind("v4, topic id, NUL metadata", 4, b"\x00", ((0, TOPIC_ID),)),
     Kind("v4, topic id + an unknown tag", 4, b"", ((0, TOPIC_ID), (7, b"abc"))),
     Kind("v4, non-ASCII metadata", 4, "r\u00e9sum\u00e9 \U0001f680\x00".encode(), ((0, TOPIC_ID),)),
+    Kind("v4, topic id, compacted (1-partition tables)", 4, b"", ((0, TOPIC_ID),), compacted=True),
+    Kind("v3, NUL, compacted (1-partition tables)", 3, b"\x00", compacted=True),
 )
 
 
 def stream(kind: Kind, groups: int, rounds: int) -> list[Message]:
-    """Commits of `groups` x 4 topics x 25 partitions x `rounds` as confluent_kafka Messages."""
+    """Commits of `groups` x 4 topics x 25 partitions x `rounds` as confluent_kafka Messages;
+    compacted: 5x the groups x 20 single-partition topics, once."""
     pack = kind.packer()
+    topics, partitions = (20, 1) if kind.compacted else (4, 25)
+    if kind.compacted:
+        groups, rounds = groups * 5, 1
     keys = {}
     for g in range(groups):
-        for t in range(4):
-            for p in range(25):
-                keys[g, t, p] = CODEC.encode(
-                    Record(
-                        1,
-                        OffsetCommitKey(f"group-{g:05d}", f"topic-{t}", p),
-                        3,
-                        OffsetCommitValue(0, -1, "", 0, -1, ZERO_UUID),
-                    )
-                )[0]
+        for t in range(topics):
+            for p in range(partitions):
+                keys[g, t, p] = CODEC.encode_key(
+                    1, OffsetCommitKey(f"group-{g:05d}", f"topic-{t}", p)
+                )
     partition_of = [partition_for(f"group-{g:05d}", OFFSETS_PARTITIONS) for g in range(groups)]
     position = [0] * OFFSETS_PARTITIONS
     messages = []
@@ -162,8 +167,8 @@ def stream(kind: Kind, groups: int, rounds: int) -> list[Message]:
         for g in range(groups):
             partition = partition_of[g]
             ts = BASE_TS + r * 60_000 + g
-            for t in range(4):
-                for p in range(25):
+            for t in range(topics):
+                for p in range(partitions):
                     messages.append(
                         Message(
                             topic=OFFSETS_TOPIC,

@@ -2,17 +2,17 @@
  * exporter.state._ingest_speedups: an optional C accelerator of the exporter's ingest.
  *
  * A catch-up is millions of plain offset commits: a key of type 0/1 with an OffsetCommitValue
- * of versions 0-4 (v4, flexible, is what Kafka 4.1+ writes) and its metadata (clients send
- * some: librdkafka a NUL, Java's consumer none), for a (group, topic) the state already
- * tracks, at a partition its table already has a slot for. `apply_commits` applies such
- * records straight from confluent-kafka's Message objects into the `PartitionTable` columns,
- * without building Record objects, exactly as `OffsetState.apply_many` would. It stops at the
- * first message it does not cover (another key type, a tombstone, metadata that is not strict
- * UTF-8 or the first of its table, a new group,
- * topic or partition slot, bytes it cannot read) and returns its index: the Python path
- * (exporter/state/ingest.py) handles that one message - decoding it, creating what it needs or
- * quarantining it - and calls back. The Python path is the reference; the tests compare
- * both on the same streams (tests/exporter/state/test_ingest_speedups.py).
+ * of versions 0-4 (v4, flexible, is what Kafka 4.1+ writes, with the topic id tag from 4.2)
+ * and its metadata (Java's consumer and Admin send none, librdkafka appends a NUL to what the
+ * application sets). `apply_commits` applies such records straight from confluent-kafka's
+ * Message objects into the `PartitionTable` columns, without building Record objects,
+ * exactly as `OffsetState.apply_many` would, making the group and table a commit names when
+ * the state has none yet (given the classes that make them). It stops at the first message
+ * it does not cover (another key type, a tombstone, metadata that is not strict UTF-8, a
+ * negative partition, bytes it cannot read to the last) and returns its index: the Python
+ * path (exporter/state/ingest.py) handles that one message - decoding it, or quarantining
+ * it with the decoder's DecodeError - and calls back. The Python path is the reference; the
+ * tests compare both on the same streams (tests/exporter/state/test_ingest_speedups.py).
  *
  * `split_batch` is the per-message loop of `OffsetsTopicSource.poll_batch`.
  *
@@ -207,10 +207,13 @@ load_columns(Run *run, PyObject *table)
     return 1;
 }
 
-/* Open the run of the table named by `key`: 1 done, 0 not covered (no such group, topic or
- * table shape; invalid UTF-8), -1 error. */
+/* Open the run of the table named by `key`: 1 done, 0 not covered (no such group or topic
+ * and no `new_group` / `new_table` to make one; not a table shape; invalid UTF-8), -1 error.
+ * A missing group is made as `new_group(group_id)` and a missing table as `new_table()`, put
+ * where OffsetState.apply_many puts them (state.groups, group.topics): the caller makes sure
+ * first that the message will be applied, as apply_many only makes them for a commit. */
 static int
-open_run(Run *run, PyObject *key, PyObject *groups)
+open_run(Run *run, PyObject *key, PyObject *groups, PyObject *new_group, PyObject *new_table)
 {
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(key);
     Py_ssize_t n = PyBytes_GET_SIZE(key);
@@ -227,11 +230,22 @@ open_run(Run *run, PyObject *key, PyObject *groups)
         return 0;
     }
     int status = 0;
-    PyObject *topics = NULL;
+    PyObject *topics = NULL, *made = NULL;
     PyObject *group = PyDict_GetItemWithError(groups, group_id); /* borrowed */
     if (group == NULL) {
-        status = PyErr_Occurred() ? -1 : 0;
-        goto done;
+        if (PyErr_Occurred()) {
+            status = -1;
+            goto done;
+        }
+        if (new_group == Py_None) {
+            goto done;
+        }
+        made = PyObject_CallOneArg(new_group, group_id);
+        if (made == NULL || PyDict_SetItem(groups, group_id, made) < 0) {
+            status = -1;
+            goto done;
+        }
+        group = made; /* held by `groups` too */
     }
     topics = PyObject_GetAttr(group, s_topics);
     if (topics == NULL) {
@@ -243,8 +257,21 @@ open_run(Run *run, PyObject *key, PyObject *groups)
     }
     PyObject *table = PyDict_GetItemWithError(topics, topic); /* borrowed */
     if (table == NULL) {
-        status = PyErr_Occurred() ? -1 : 0;
-        goto done;
+        if (PyErr_Occurred()) {
+            status = -1;
+            goto done;
+        }
+        if (new_table == Py_None) {
+            goto done;
+        }
+        PyObject *fresh = PyObject_CallNoArgs(new_table);
+        int put = fresh == NULL ? -1 : PyDict_SetItem(topics, topic, fresh);
+        Py_XDECREF(fresh); /* held by `topics` */
+        if (put < 0) {
+            status = -1;
+            goto done;
+        }
+        table = fresh;
     }
     status = load_columns(run, table);
     if (status == 1) {
@@ -258,6 +285,7 @@ open_run(Run *run, PyObject *key, PyObject *groups)
         run->held = 1;
     }
 done:
+    Py_XDECREF(made);
     Py_XDECREF(topics);
     Py_DECREF(group_id);
     Py_DECREF(topic);
@@ -436,21 +464,24 @@ metadata_str(const char *bytes, Py_ssize_t len, PyObject **last)
 #define COL32(run, i) ((int32_t *)(run)->views[i].buf)
 
 PyDoc_STRVAR(apply_commits_doc,
-"apply_commits(messages, start, groups, positions, counts) -> int\n\n"
-"Apply messages[start:] to the state while they are plain offset commits of tracked\n"
-"tables; returns the index of the first message not applied (len(messages) when all\n"
-"were). positions[partition] becomes offset + 1 of the last message applied per partition;\n"
+"apply_commits(messages, start, groups, positions, counts[, new_group, new_table]) -> int\n\n"
+"Apply messages[start:] to the state while they are plain offset commits (of tracked\n"
+"tables, or of any when new_group() and new_table() make the missing ones); returns the\n"
+"index of the first message not applied (len(messages) when all were). positions[partition] becomes offset + 1 of the last message applied per partition;\n"
 "counts[key_type * 5 + version] counts the records applied and counts[10] all of them,\n"
 "also when an exception is raised.");
 
 static PyObject *
 apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "apply_commits() takes 5 arguments");
+    if (nargs != 5 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "apply_commits() takes 5 or 7 arguments");
         return NULL;
     }
     PyObject *messages = args[0], *groups = args[2], *positions = args[3], *counts = args[4];
+    /* what makes a missing group and table (GroupState, PartitionTable); None: stop there */
+    PyObject *new_group = nargs == 7 ? args[5] : Py_None;
+    PyObject *new_table = nargs == 7 ? args[6] : Py_None;
     if (!PyList_CheckExact(messages) || !PyDict_CheckExact(groups) ||
         !PyDict_CheckExact(positions) || !PyList_CheckExact(counts) ||
         PyList_GET_SIZE(counts) != KINDS + 1) {
@@ -507,6 +538,39 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(key);
             break;
         }
+        int32_t slot = be32(kb + kn - 4);
+        int key_type = kb[1];
+        if (slot < 0) {
+            Py_DECREF(key); /* Python's table.commit indexes from the end: let it */
+            break;
+        }
+        /* the message's own fields, before a group or table may be made for it: once one is
+         * made, the message must be applied (apply_many makes them only for a commit) */
+        long long partition, position, timestamp;
+        if (call_int(message, s_partition, 0, &partition) < 0 ||
+            call_int(message, s_offset, 0, &position) < 0) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        PyObject *ts = call(message, s_timestamp);
+        if (ts == NULL) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        if (!PyTuple_Check(ts) || PyTuple_GET_SIZE(ts) != 2) {
+            Py_DECREF(ts);
+            Py_DECREF(key);
+            break;
+        }
+        timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, 1));
+        Py_DECREF(ts);
+        if (timestamp == -1 && PyErr_Occurred()) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
         /* the same table as the record before: same key bytes but for the partition */
         if (!run.open || run.prefix_len != kn - 4 ||
             memcmp(PyBytes_AS_STRING(run.prefix), kb, kn - 4) != 0) {
@@ -515,22 +579,14 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 failed = 1;
                 break;
             }
-            int opened = open_run(&run, key, groups);
+            int opened = open_run(&run, key, groups, new_group, new_table);
             if (opened <= 0) {
                 Py_DECREF(key);
                 failed = opened < 0;
                 break;
             }
         }
-        int32_t slot = be32(kb + kn - 4);
-        int key_type = kb[1];
         Py_DECREF(key); /* kb is not read after this: a key() may return a new object */
-        if (slot < 0) {
-            break;
-        }
-        if (metadata != empty_str && run.metadata == Py_None) {
-            break; /* PartitionTable.commit allocates the table's metadata list */
-        }
         if (slot >= run.size) {
             int grown = grow_table(&run, slot);
             if (grown <= 0) {
@@ -538,26 +594,24 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
         }
-        long long partition, position, timestamp;
-        if (call_int(message, s_partition, 0, &partition) < 0 ||
-            call_int(message, s_offset, 0, &position) < 0) {
-            failed = 1;
-            break;
-        }
-        PyObject *ts = call(message, s_timestamp);
-        if (ts == NULL) {
-            failed = 1;
-            break;
-        }
-        if (!PyTuple_Check(ts) || PyTuple_GET_SIZE(ts) != 2) {
-            Py_DECREF(ts);
-            break;
-        }
-        timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, 1));
-        Py_DECREF(ts);
-        if (timestamp == -1 && PyErr_Occurred()) {
-            failed = 1;
-            break;
+        if (metadata != empty_str && run.metadata == Py_None) {
+            /* PartitionTable.commit: the table's first non-empty metadata allocates its
+             * list, one "" per slot (after the growth, as there) */
+            Py_ssize_t slots = run.views[T_PRESENT].len;
+            PyObject *list = PyList_New(slots);
+            if (list == NULL) {
+                failed = 1;
+                break;
+            }
+            for (Py_ssize_t k = 0; k < slots; k++) {
+                PyList_SET_ITEM(list, k, Py_NewRef(empty_str));
+            }
+            if (PyObject_SetAttr(run.table, s_metadata, list) < 0) {
+                Py_DECREF(list);
+                failed = 1;
+                break;
+            }
+            Py_SETREF(run.metadata, list);
         }
         /* PartitionTable.commit */
         unsigned char *present = (unsigned char *)run.views[T_PRESENT].buf;

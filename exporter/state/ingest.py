@@ -26,7 +26,7 @@ from offsetwatch.decoder.codec import WIRE_HEADER, Codec, built_from, in_use
 from offsetwatch.decoder.errors import DecodeError
 from offsetwatch.decoder.records import AnyRecord, Record
 from offsetwatch.decoder.registry import RECORD_TYPES
-from offsetwatch.exporter.state.offset_state import OffsetState
+from offsetwatch.exporter.state.offset_state import GroupState, OffsetState, PartitionTable
 from offsetwatch.exporter.stats import PipelineStats, UnknownSeen, version_label
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,15 @@ class Ingestor:
         i = 0
         try:
             while True:
-                i = apply_commits(messages, i, self.state.groups, self.positions, counts)
+                i = apply_commits(
+                    messages,
+                    i,
+                    self.state.groups,
+                    self.positions,
+                    counts,
+                    GroupState,
+                    PartitionTable,
+                )
                 if i >= n:
                     break
                 self._ingest(messages[i : i + 1])
