@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offsetwatch.commands import UsageError, listen_error
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args, os.environ)
     except ConfigError as error:
         raise UsageError(str(error)) from None
+    _check_outputs(config)
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -89,6 +91,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for handler, throttle in throttles:
             handler.removeFilter(throttle)
+
+
+def _check_outputs(config: ExporterConfig) -> None:
+    """The files the exporter writes, checked before it logs its start: the exporter checks
+    them again when it opens, but there after a log line, as a second line on stderr."""
+    from offsetwatch.core.paths import PathProblem, check_output_dir, check_output_file
+
+    try:
+        if config.checkpoint_path is not None:
+            # its directory is made, as the exporter makes it
+            check_output_file(
+                Path(config.checkpoint_path), "--checkpoint-path", regular=True, make_directory=True
+            )
+        if config.archive_dir is not None:
+            check_output_dir(Path(config.archive_dir), "--archive-dir")
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
 
 
 def _serve(config: ExporterConfig) -> int:

@@ -25,6 +25,7 @@ from offsetwatch.core.atomic import probe_directory, writable_target
 __all__ = [
     "Kind",
     "PathProblem",
+    "advice",
     "check_input",
     "check_output_dir",
     "check_output_file",
@@ -52,7 +53,8 @@ def os_error_text(error: OSError) -> str:
     return os.strerror(error.errno) if error.errno else str(error)
 
 
-def _advice(error: OSError) -> str:
+def advice(error: OSError) -> str:
+    """What to do about a file system error, by its kind."""
     if error.errno == errno.ELOOP:
         return "a symlink points back at itself: fix the link or give the real path"
     if error.errno in (errno.EACCES, errno.EPERM):
@@ -67,7 +69,7 @@ def _advice(error: OSError) -> str:
 
 
 def _problem(flag: str, path: Path, error: OSError) -> PathProblem:
-    return PathProblem(f"{flag} {path}: {os_error_text(error)}; {_advice(error)}")
+    return PathProblem(f"{flag} {path}: {os_error_text(error)}; {advice(error)}")
 
 
 def check_input(path: Path, flag: str, kind: Kind = "any") -> None:
@@ -112,7 +114,7 @@ def check_output_dir(path: Path, flag: str) -> None:
             with contextlib.suppress(OSError):
                 directory.rmdir()
         raise PathProblem(
-            f"cannot write in {flag} {path}: {os_error_text(error)}; {_advice(error)}"
+            f"cannot write in {flag} {path}: {os_error_text(error)}; {advice(error)}"
         ) from None
 
 
@@ -126,9 +128,15 @@ def _missing_ancestors(path: Path) -> list[Path]:
     return missing
 
 
-def check_output_file(path: Path, flag: str) -> None:
-    """`path` can be written: not a directory, in a directory that exists and takes a write
-    (a device or a FIFO is written in place and not probed)."""
+def check_output_file(
+    path: Path, flag: str, *, regular: bool = False, make_directory: bool = False
+) -> None:
+    """`path` can be written: not a directory, in a directory that exists (`make_directory`:
+    is created) and takes a write. A device or a FIFO is written in place and not probed;
+    with `regular`, refused: a file that is read back, a checkpoint, must keep what was
+    written."""
+    if make_directory and not os.path.lexists(path):
+        check_output_dir(path.parent, f"{flag} {path}: its directory")
     try:
         target, in_place = writable_target(path)
     except OSError as error:
@@ -140,12 +148,14 @@ def check_output_file(path: Path, flag: str) -> None:
             ) from None
         raise _problem(flag, path, error) from None
     if in_place:
+        if regular:
+            raise PathProblem(f"{flag} {path} is no regular file: give the path of a file")
         return
     try:
         probe_directory(target.parent)
     except OSError as error:
         raise PathProblem(
-            f"cannot write {flag} {path}: {os_error_text(error)}; {_advice(error)}"
+            f"cannot write {flag} {path}: {os_error_text(error)}; {advice(error)}"
         ) from None
 
 

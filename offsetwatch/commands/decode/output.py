@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from offsetwatch.commands import UsageError
 from offsetwatch.core.atomic import probe_directory, writable_target
+from offsetwatch.core.paths import advice
 
 if TYPE_CHECKING:
     from offsetwatch.commands.decode.loop import Reporter
@@ -73,8 +74,7 @@ class OutputFile:
                 probe_directory(target.parent)
             except OSError as error:
                 raise UsageError(
-                    f"cannot write --output {path}: {error.strerror or error}; free space "
-                    "there or choose another --output"
+                    f"cannot write --output {path}: {error.strerror or error}; {advice(error)}"
                 ) from None
         try:
             # closed by complete() or abandon(): the file outlives this constructor
