@@ -8,9 +8,11 @@ ROLES does not know, so a new option cannot be left out silently.
 
 Each option is given a missing path, an unreadable one (we run as root, who reads anything:
 opening it raises PermissionError by a monkeypatch), a directory where a file is expected or
-a file where a directory is, a FIFO, a symlink loop and, for what is written, /dev/full and a
-file on a full filesystem (a tmpfs this module mounts). Every case ends with exit 2 and one
-`offsetwatch: error:` line naming the option and the file, or it passes the checks and
+a file where a directory is, a FIFO, a symlink loop and, for what is written, /dev/full, a
+file on a full filesystem and one on a read-only filesystem (tmpfs mounts of this module:
+skipped with the reason where mounting is not allowed, failing under CI=true). Every case
+ends with exit 2 and one `offsetwatch: error:` line (a log record counts as a line) naming
+the option and the file, or it passes the checks and
 reaches the command's work, which the harness stops: nothing here connects or starts Spark.
 A refused path is left as it was: nothing is created on the full disk or beside a missing
 file. `decode` alone may end with the exit 1 the README gives it (an input it cannot read is
