@@ -4,11 +4,13 @@ Every message either becomes a decoded record applied to the state (and handed t
 sinks), or - when its bytes are bad - is counted by reason and handed to the quarantine
 callback with its error. Nothing is dropped silently and nothing stops the stream.
 
-C accelerator: with no sink to feed, plain offset commits of tables the state already has
-(the bulk of any catch-up) are applied by `offsetwatch.exporter.state._ingest_speedups`
+C accelerator: with no sink to feed, offset commits (the bulk of any catch-up: value versions
+0-4, the metadata clients send, a new group or table made as `OffsetState.apply_many` makes
+it) are applied by `offsetwatch.exporter.state._ingest_speedups`
 (exporter/state/_ingest_speedups.c) straight from the fetched messages into the state's columns,
 with no Record objects. It stops at the first message it does not cover; that one message
 takes the Python path below (the reference), and the C loop goes on after it.
+`Ingestor.fast_path_records` counts what it applied per record kind.
 `Ingestor(accelerate=False)` or OFFSETWATCH_NO_SPEEDUPS=1 turns it off;
 tests/exporter/state/test_ingest_speedups.py checks both paths leave the same state.
 """
