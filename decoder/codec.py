@@ -239,13 +239,18 @@ def built_from(name: str, source: Path, depends: tuple[Path, ...] = ()) -> tuple
     except ImportError as error:
         return None, f"{name} is not built ({error})"
     if source.exists():
+        missing = [path.name for path in depends if not path.exists()]
+        if missing:
+            # a source beside the module but not the header it was built with: what it was
+            # built from cannot be told, so it is not used (rather than failing the import)
+            return None, f"{name}: {', '.join(missing)} is missing beside {source.name}"
         digest = hashlib.sha256(
             b"".join(path.read_bytes() for path in (source, *depends))
         ).hexdigest()
         if getattr(module, "SOURCE_SHA256", None) != digest:
+            built = " / ".join(path.name for path in (source, *depends))
             return None, (
-                f"{name} was built from another version of {source.name}: "
-                "run `pip install -e .` again"
+                f"{name} was built from another version of {built}: run `pip install -e .` again"
             )
     return module, ""
 

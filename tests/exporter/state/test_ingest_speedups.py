@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from offsetwatch.decoder.codec import Codec
+from offsetwatch.decoder.codec import Codec, built_from
 from offsetwatch.decoder.layout import ZERO_UUID
 from offsetwatch.decoder.records import (
     GroupMetadataKey,
@@ -404,6 +404,25 @@ def test_the_accelerator_is_built_from_this_source() -> None:
     header = root / "decoder" / "_wire.h"
     digest = hashlib.sha256(source.read_bytes() + header.read_bytes()).hexdigest()
     assert digest == module.SOURCE_SHA256
+
+
+def test_a_module_built_before_a_header_change_is_not_used(tmp_path: Path) -> None:
+    """built_from hashes the header after the source, as setup.py does: a changed or missing
+    header sends the exporter to the Python path with the reason, it never fails the import."""
+    _accelerator()
+    name = "offsetwatch.exporter.state._ingest_speedups"
+    root = Path(__file__).parents[3]
+    source = tmp_path / "_ingest_speedups.c"
+    header = tmp_path / "_wire.h"
+    source.write_bytes((root / "exporter" / "state" / "_ingest_speedups.c").read_bytes())
+    header.write_bytes((root / "decoder" / "_wire.h").read_bytes())
+    assert built_from(name, source, (header,))[0] is not None
+    header.write_bytes(header.read_bytes() + b"\n")
+    module, why = built_from(name, source, (header,))
+    assert module is None and "_ingest_speedups.c / _wire.h" in why, why
+    header.unlink()
+    module, why = built_from(name, source, (header,))
+    assert module is None and "_wire.h is missing" in why, why
 
 
 def test_the_c_modules_share_one_copy_of_the_wire_readers() -> None:
