@@ -42,6 +42,7 @@ from confluent_kafka import (
 # from here
 from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
+from offsetwatch.exporter.fleet.membership import GroupMembership
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 from offsetwatch.exporter.state.ingest import ingest_accelerator
 
@@ -128,6 +129,15 @@ class PartitionsAssigned:
 
 
 @dataclass(slots=True, frozen=True)
+class PartitionsRevoked:
+    """Partitions the fleet's group took from this replica (`lost`: without a handshake, the
+    member's session having expired): their groups are another replica's now."""
+
+    partitions: tuple[int, ...]
+    lost: bool = False
+
+
+@dataclass(slots=True, frozen=True)
 class SourceError:
     """Any other client or broker error. partition is None for client-wide errors."""
 
@@ -153,7 +163,12 @@ class ClusterChanged:
 
 
 SourceEvent: TypeAlias = (
-    PartitionEof | OffsetOutOfRange | PartitionsAssigned | SourceError | ClusterChanged
+    PartitionEof
+    | OffsetOutOfRange
+    | PartitionsAssigned
+    | PartitionsRevoked
+    | SourceError
+    | ClusterChanged
 )
 
 
@@ -286,8 +301,16 @@ class OffsetsTopicSource:
         clock: Callable[[], float] = time.monotonic,
         consumer_factory: Callable[[dict[str, object]], Any] = Consumer,
         optional: bool = False,
+        membership: GroupMembership | None = None,
     ) -> None:
         self.topic = topic
+        #: read as a member of the fleet's group (exporter/fleet/membership.py): the
+        #: coordinator assigns the partitions, where alone the source assigns them all
+        self.membership = membership
+        #: the group gave this member its first assignment (maybe empty): until then a
+        #: replica has nothing to be caught up with, and is not ready
+        self._joined = False
+        self._subscribed = False
         #: a topic that may not exist (`__share_group_state` before any share group): its
         #: absence is looked up again quietly, not reported as an error every few seconds
         self.optional = optional
@@ -383,6 +406,8 @@ class OffsetsTopicSource:
 
     def _merged(self, config: Mapping[str, object]) -> dict[str, object]:
         merged = consumer_config(config)
+        if self.membership is not None:
+            merged.update(self.membership.settings())
         merged.setdefault("logger", logging.getLogger(f"{__name__}.librdkafka"))
         self.config_for_logging = redact(merged)
         return merged
@@ -431,6 +456,11 @@ class OffsetsTopicSource:
             )
         self._last_transport_error = None
         old = self._consumer
+        if self.membership is not None:
+            # the partitions are the group's to give: the new client joins as a new member,
+            # and what it is given is read from the start like any partition gained
+            self._give_up_all()
+            restart = {}
         self._generations.advance()
         self._consumer = self._new_consumer()
         self._addresses.reset()
@@ -644,6 +674,9 @@ class OffsetsTopicSource:
         self._next_refresh = self._clock() + self._metadata_refresh_s
         present = set(topic_md.partitions)
         self._partition_count = len(present)
+        if self.membership is not None:
+            self._subscribe()
+            return
         new = sorted(present - self._assigned)
         # Checkpointed partitions that no longer exist: the topic was recreated smaller.
         for partition in sorted(set(self._pending_start) - present):
@@ -676,6 +709,133 @@ class OffsetsTopicSource:
                 self._assigned.update(tp.partition for tp in to_assign)
             self._queue(PartitionsAssigned(tuple(tp.partition for tp in to_assign)))
             log.info("%s source assigned %d partition(s)", self.topic, len(to_assign))
+
+    # -- as a member of the fleet's group ---------------------------------------------------
+
+    def _subscribe(self) -> None:
+        if self._subscribed:
+            return
+        self._subscribed = True
+        generation = self._generations.current
+
+        def guarded(
+            handler: Callable[[Any, list[TopicPartition]], None],
+        ) -> Callable[[Any, list[TopicPartition]], None]:
+            # a client given up on (_replace_consumer) may still run its callbacks while it
+            # closes: its partitions were given up with it
+            def call(consumer: Any, partitions: list[TopicPartition]) -> None:
+                if generation == self._generations.current:
+                    handler(consumer, partitions)
+
+            return call
+
+        self._consumer.subscribe(
+            [self.topic],
+            on_assign=guarded(self._on_assign),
+            on_revoke=guarded(self._on_revoke),
+            on_lost=guarded(self._on_lost),
+        )
+        assert self.membership is not None
+        log.info(
+            "%s source: joining fleet %s (%s protocol) as %s",
+            self.topic,
+            self.membership.group,
+            self.membership.protocol,
+            self.membership.client_id,
+        )
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """The group gave this member `partitions` (incrementally): each is read from the
+        checkpoint's position where one fits, else from the log start. Runs inside
+        consume(), on the reader thread."""
+        to_assign: list[TopicPartition] = []
+        for tp in partitions:
+            if tp.topic != self.topic:
+                continue
+            requested = self._pending_start.pop(tp.partition, None)
+            if requested is not None and requested >= 0:
+                if self._check_position(tp.partition, requested) is None:
+                    to_assign.append(TopicPartition(self.topic, tp.partition, requested))
+                    with self._lock:
+                        self._positions[tp.partition] = requested
+                    continue
+                log.info(
+                    "%s partition %d: the checkpoint's position %d is out of range; read "
+                    "from the log start",
+                    self.topic,
+                    tp.partition,
+                    requested,
+                )
+            to_assign.append(TopicPartition(self.topic, tp.partition, OFFSET_BEGINNING))
+            self._logical_starts[tp.partition] = OFFSET_BEGINNING
+        consumer.incremental_assign(to_assign)
+        gained = tuple(sorted(tp.partition for tp in to_assign))
+        with self._lock:
+            self._joined = True
+            self._assigned.update(gained)
+            if gained:
+                self._events.append(PartitionsAssigned(gained))
+        log.info(
+            "%s source: the fleet's group gave this replica %d partition(s)%s",
+            self.topic,
+            len(gained),
+            f": {list(gained)}" if gained else "",
+        )
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._give_up(consumer, partitions, lost=False)
+
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._give_up(consumer, partitions, lost=True)
+
+    def _give_up(self, consumer: Any, partitions: list[TopicPartition], lost: bool) -> None:
+        """Partitions another member holds now: stop reading them and forget where they
+        were; the daemon drops their groups (PartitionsRevoked)."""
+        mine = [tp for tp in partitions if tp.topic == self.topic]
+        if mine:
+            try:
+                consumer.incremental_unassign(mine)
+            except (KafkaException, RuntimeError) as exc:  # closing, or already gone
+                log.debug("%s source: unassigning revoked partitions: %s", self.topic, exc)
+        gone = tuple(sorted(tp.partition for tp in mine))
+        with self._lock:
+            for partition in gone:
+                self._assigned.discard(partition)
+                self._stopped.discard(partition)
+                self._eof_seen.discard(partition)
+                self._eof_offsets.pop(partition, None)
+                self._positions.pop(partition, None)
+                self._logical_starts.pop(partition, None)
+            if gone:
+                self._events.append(PartitionsRevoked(gone, lost))
+        if gone:
+            log.info(
+                "%s source: %d partition(s) %s: %s",
+                self.topic,
+                len(gone),
+                "lost (the member's session expired)" if lost else "handed to another replica",
+                list(gone),
+            )
+
+    def _give_up_all(self) -> None:
+        with self._lock:
+            gone = tuple(sorted(self._assigned))
+            self._assigned.clear()
+            self._stopped.clear()
+            self._eof_seen.clear()
+            self._eof_offsets.clear()
+            self._positions.clear()
+            self._logical_starts.clear()
+            self._joined = False
+            if gone:
+                self._events.append(PartitionsRevoked(gone))
+        self._subscribed = False
+        self._next_refresh = 0.0  # the new client subscribes at the next poll
+
+    def joined(self) -> bool:
+        """Alone: always; in a fleet, once the group gave this member an assignment."""
+        with self._lock:
+            return self.membership is None or self._joined
 
     def _note_cluster(self, cluster_id: str | None) -> None:
         """Compare the cluster id of a metadata answer with the one read so far."""
@@ -764,8 +924,11 @@ class OffsetsTopicSource:
             return set(self._stopped)
 
     def caught_up(self) -> bool:
-        """Every assigned partition reached its end at least once since start (or seek)."""
+        """Every assigned partition reached its end at least once since start (or seek); in
+        a fleet, a member the group gave no partition is caught up with its nothing."""
         with self._lock:
+            if self.membership is not None:
+                return self._joined and self._assigned <= self._eof_seen
             return bool(self._assigned) and self._assigned <= self._eof_seen
 
     def positions(self) -> dict[int, int]:
@@ -952,6 +1115,21 @@ class OffsetsTopicSource:
 
     def _on_error(self, err: KafkaError) -> None:
         code = err.code()
+        fallback = None if self.membership is None else self.membership.fallback(err)
+        if fallback is not None:
+            log.warning(
+                "%s source: the brokers have no KIP-848 consumer groups (%s): fleet %s is "
+                "joined with the classic protocol and the cooperative-sticky assignor",
+                self.topic,
+                err.str(),
+                fallback.group,
+            )
+            self.membership = fallback
+            self._next_config = self._merged(
+                {k: v for k, v in self._config.items() if k != "group.protocol"}
+            )
+            self._replace = True
+            return
         if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
             # the consumer's own random group id (confluent-kafka requires one), which it
             # never joins nor commits to: reading by assignment needs no group ACL
