@@ -126,7 +126,7 @@ def _register_export(nested: Nested) -> None:
     export.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
     export.add_argument("-o", "--output", metavar="FILE", help="write here (default stdout)")
     add_connection(export)
-    export.set_defaults(handler=lambda args: export_offsets(args, broker_from_args(args)))
+    export.set_defaults(handler=_export_command)
     export.set_defaults(command_parser=export)
     env_defaults(export)
 
@@ -190,7 +190,7 @@ def _register_reset(nested: Nested) -> None:
         help="skip the active-members check (the broker still checks)",
     )
     add_connection(reset)
-    reset.set_defaults(handler=lambda args: reset_offsets(args, broker_from_args(args)))
+    reset.set_defaults(handler=_reset_command)
     reset.set_defaults(command_parser=reset)
     env_defaults(reset)
 
@@ -220,17 +220,50 @@ def _register_migrate(nested: Nested) -> None:
     env_defaults(migrate)
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """The files a command was given, checked before it connects: a cluster reached (and a
+    probe of seconds) only to be told that -o cannot be written, or that --from-file does not
+    exist, was work for nothing."""
+    from offsetwatch.core.paths import PathProblem, check_input, check_output_file
+
+    try:
+        if getattr(args, "output", None):
+            check_output_file(Path(args.output), "--output")
+        if getattr(args, "from_file", None) is not None:
+            check_input(Path(args.from_file), "--from-file", "file")
+        if getattr(args, "history", None):
+            check_input(Path(args.history), "--history", "dir")
+    except PathProblem as error:
+        raise UsageError(str(error)) from None
+
+
+def _export_command(args: argparse.Namespace) -> int:
+    _check_paths(args)
+    return export_offsets(args, broker_from_args(args))
+
+
+def _reset_command(args: argparse.Namespace) -> int:
+    # the options too, not only in reset_offsets: a mistake in them needs no cluster
+    _check_reset_options(args)
+    _check_paths(args)
+    return reset_offsets(args, broker_from_args(args))
+
+
 def _out(text: str, path: str | None = None) -> None:
     if not path:
         sys.stdout.write(text)
         return
     from offsetwatch.core.atomic import write_text_atomic
+    from offsetwatch.core.paths import advice, os_error_text
 
     try:
         # a temporary name, then renamed: a full disk never leaves a cut plan or export
         write_text_atomic(path, text)
     except OSError as error:
-        raise UsageError(f"-o {path}: cannot write it: {error.strerror}") from None
+        # checked before the connection (_check_paths), so the disk changed since
+        raise UsageError(
+            f"--output {path}: cannot write it: {os_error_text(error)}; {advice(error)}"
+        ) from None
 
 
 def _note(text: str) -> None:

@@ -90,6 +90,41 @@ def read_password(path: Path) -> str:
     return text.rstrip("\r\n")
 
 
+def _pair_error(cert_file: Path, key_file: Path | None, error: OSError) -> str:
+    """The line for a certificate and key that did not load, naming the option at fault.
+
+    OpenSSL says "PEM lib" whether the certificate or the key could not be read, so the
+    certificate is read again on its own: when it holds one, the key is what failed. Only a
+    regular file is read twice: a FIFO (`<(vault read ...)`) gives its content once.
+    """
+    if key_file is None:
+        return (
+            f"--exporter-cert {cert_file}: cannot load the certificate and its key ({error}); "
+            "a key in another file goes to --exporter-key"
+        )
+    if isinstance(error, ssl.SSLError) and error.reason == "KEY_VALUES_MISMATCH":
+        return (
+            f"--exporter-key {key_file} is not the key of --exporter-cert {cert_file}: give "
+            "the key the certificate was made for"
+        )
+    if not cert_file.is_file():
+        return (
+            f"--exporter-cert {cert_file} / --exporter-key {key_file}: cannot load the "
+            f"certificate and its key ({error}); check both files"
+        )
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=str(cert_file))
+    except (OSError, ssl.SSLError) as cert_error:
+        return (
+            f"--exporter-cert {cert_file}: cannot load a certificate from it ({cert_error}); "
+            "give the client certificate in PEM"
+        )
+    return (
+        f"--exporter-key {key_file}: cannot load a private key from it ({error}); give the "
+        "certificate's private key in PEM, unencrypted"
+    )
+
+
 class ExporterClient:
     """GETs JSON from one exporter; each failure is one OffsetOpsError line."""
 
@@ -130,8 +165,7 @@ class ExporterClient:
                 )
             except (OSError, ssl.SSLError) as error:
                 raise OffsetOpsError(
-                    f"--exporter-cert {access.cert_file}: cannot load the certificate and its "
-                    f"key ({error}); a key in another file goes to --exporter-key"
+                    _pair_error(access.cert_file, access.key_file, error)
                 ) from None
         elif access.key_file is not None:
             raise OffsetOpsError("--exporter-key needs --exporter-cert")

@@ -77,32 +77,8 @@ ROLES: Final[dict[tuple[Command, str], tuple[str, str]]] = {
     (("spark", "stream"), "--alerts-dir"): ("out", "dir"),
 }
 
-_OFFSETS = (
-    "offsets.py checks no path before it connects; it is being changed by another engineer "
-    "(offsetwatch/commands/offsets.py, _offset_common.py, offset_ops/**)"
-)
 #: cases that fail in code being changed by others now: strict, so their fix is noticed
-KNOWN: Final[dict[str, str]] = {
-    **{
-        f"offsets export --output {case}": _OFFSETS
-        for case in ("unreadable", "wrong-kind", "symlink-loop", "full-disk", "read-only")
-    },
-    **{
-        f"offsets reset --from-file {case}": _OFFSETS
-        for case in ("missing", "unreadable", "wrong-kind", "symlink-loop")
-    },
-    **{
-        f"offsets reset --history {case}": _OFFSETS
-        for case in ("missing", "unreadable", "wrong-kind", "fifo", "symlink-loop")
-    },
-    **{
-        f"groups {sub} --exporter-key fifo": (
-            "a key that cannot be loaded is named as --exporter-cert: the pair is loaded "
-            "in offset_ops/exporter_client.py (another engineer's)"
-        )
-        for sub in ("list", "describe")
-    },
-}
+KNOWN: Final[dict[str, str]] = {}
 
 #: exit 1, documented in the README: decode names an input it cannot read and decodes the
 #: others, and an output that could not be written keeps FILE.partial

@@ -388,12 +388,30 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     assert "offsetwatch groups describe --all-groups --exporter" in capsys.readouterr().out
 
 
-def test_export_to_an_unwritable_file(
-    cluster: MockCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_export_to_an_unwritable_file_is_refused_before_connecting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def connect(_args: object) -> None:
+        raise AssertionError("connected before checking -o")
+
+    monkeypatch.setattr(offsets_cmd, "broker_from_args", connect)
     target = tmp_path / "missing" / "g1.csv"
-    code, _, err = run(capsys, cluster, "offsets", "export", "--group", "g1", "-o", str(target))
+    code = main(["offsets", "export", "--group", "g1", "-o", str(target)])
     assert code == 2
+    assert capsys.readouterr().err == (
+        f"offsetwatch: error: --output {target}: its directory does not exist; create it or "
+        "choose another\n"
+    )
+
+
+def test_export_whose_write_fails_after_the_checks(
+    cluster: MockCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A device passes the checks (it is written in place, not probed); its write failing
+    later is still one line naming the option."""
+    code, out, err = run(capsys, cluster, "offsets", "export", "--group", "g1", "-o", "/dev/full")
+    assert code == 2 and out == ""
     assert err == (
-        f"offsetwatch: error: -o {target}: cannot write it: its directory does not exist\n"
+        "offsetwatch: error: --output /dev/full: cannot write it: No space left on device; "
+        "free space there or choose another place\n"
     )

@@ -88,6 +88,32 @@ def test_each_missing_piece_is_one_line_that_names_it(
 
 
 @pytest.mark.parametrize(
+    ("cert", "key", "said"),
+    [
+        ("cert", "empty", "--exporter-key {key}: cannot load a private key from it"),
+        ("cert", "other_key", "--exporter-key {key} is not the key of --exporter-cert {cert}"),
+        ("empty", "key", "--exporter-cert {cert}: cannot load a certificate from it"),
+        ("key", "cert", "--exporter-cert {cert}: cannot load a certificate from it"),
+    ],
+)
+def test_a_certificate_and_key_that_do_not_load_name_the_one_at_fault(
+    pki: dict[str, Path], tmp_path: Path, cert: str, key: str, said: str
+) -> None:
+    """OpenSSL says "PEM lib" for either file of the pair: the line must still name the
+    option to fix (it named --exporter-cert for a key that could not be read)."""
+    import trustme
+
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "other_key").write_bytes(trustme.CA().issue_cert("other").private_key_pem.bytes())
+    files = {**pki, "empty": tmp_path / "empty", "other_key": tmp_path / "other_key"}
+    with pytest.raises(OffsetOpsError) as raised:
+        ExporterClient(
+            ExporterAccess("https://127.0.0.1:9", cert_file=files[cert], key_file=files[key])
+        )
+    assert said.format(cert=files[cert], key=files[key]) in str(raised.value)
+
+
+@pytest.mark.parametrize(
     ("url", "said"),
     [
         ("https://ops:hunter2@monitor:9380", "credentials in the URL are refused"),
