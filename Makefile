@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test test-compat test-cluster style lint bench clean kafka kafka-matrix
 
+# decoder/_wire.h: the wire readers two accelerators include; a change to it must rebuild them
 $(STAMP): pyproject.toml setup.py decoder/_speedups.c exporter/state/_ingest_speedups.c \
-    exporter/judge/_snapshot_speedups.c
+    exporter/judge/_snapshot_speedups.c decoder/_wire.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
