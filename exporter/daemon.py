@@ -551,6 +551,23 @@ class Exporter:
             stats.set_position(partition, position)
         for partition, end in reader.end_offsets().items():
             stats.set_high_watermark(partition, end)
+        self._note_refused_sources()
+
+    def _note_refused_sources(self) -> None:
+        """The source topics the broker refuses (no Read, so no Describe either), with the
+        grant, for readiness, the metrics and the share groups' diagnosis; each source said
+        the WARNING itself when it started."""
+        refused: dict[str, tuple[str, str]] = {}
+        for reader in self.readers.all():
+            error = reader.source.refused
+            if error is not None:
+                topic = reader.source.topic
+                grant = grant_line(self.kafka_config(), "Read", "topic", topic)
+                refused[topic] = (error, grant)
+        if refused != self.stats.refused_sources:
+            self.stats.refused_sources = refused
+            share = refused.get(SHARE_STATE_TOPIC)
+            self.store.share_state_refused = None if share is None else share[1]
 
     def _note_denied(self, denied: Mapping[str, str]) -> None:
         """Hand the topics the exporter may not describe to the state and the stats; one

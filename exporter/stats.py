@@ -270,6 +270,9 @@ class PipelineStats:
     #: tracked topics the broker refuses to describe -> (its error, the grant to make);
     #: replaced whole, never changed in place
     denied_topics: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: source topics (`__consumer_offsets`, `__share_group_state`) the broker refuses to the
+    #: exporter -> (its error, the grant of Read to make); replaced whole
+    refused_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # -- writers (ingest side) -------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class Judge:
                 share_errors=share_errors,
                 topic_names=store.topic_names.names,
                 denied_topics=store.denied_topics,
+                share_state_refused=store.share_state_refused,
             )
             # KIP-848 assignments name topics by id (4.1+): the sampler looks the unnamed up
             store.topic_names.publish_unknown_assigned(self.builder.views.take_unnamed())

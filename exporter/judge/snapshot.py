@@ -12,12 +12,13 @@ import math
 import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder.codec import built_from, in_use
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.judge.diagnosis import (
     DEFAULT_DIAGNOSIS_CONFIG,
     Cause,
@@ -152,6 +153,25 @@ class Filters:
         return _allowed(topic, self.topic_allow, self.topic_deny)
 
 
+def _share_state_unknown(snapshot: GroupSnapshot, grant: str) -> GroupSnapshot:
+    """A share group whose `__share_group_state` the broker refuses to the exporter: ERR,
+    cause not_authorized, with the grant; its queue's lag is unknown, not 0 (no `share`)."""
+    reason = (
+        f"the exporter may not read {SHARE_STATE_TOPIC}, where the share group's state is "
+        f"(its start offsets, in-flight records and lag are unknown); grant it: {grant}"
+    )
+    diagnosis = Diagnosis(
+        Status.ERR,
+        Cause.NOT_AUTHORIZED,
+        reason,
+        (),
+        None,
+        False,
+        snapshot.diagnosis.rebalances,
+    )
+    return replace(snapshot, status=Status.ERR, diagnosis=diagnosis)
+
+
 def _share_stats(
     state: OffsetState,
     share: ShareStateStore | None,
@@ -202,6 +222,9 @@ class SnapshotBuilder:
     share_config: ShareStatusConfig | None = None
     #: topics the broker refuses to describe -> the grant to make (as of the last build)
     denied_topics: Mapping[str, str] = field(default_factory=dict)
+    #: the grant of Read on `__share_group_state` while the broker refuses it (as of the last
+    #: build): a share group's state is then unknown, never "no share partitions, lag 0"
+    share_state_refused: str | None = None
     #: the per-partition loop in C (exporter/judge/_snapshot_speedups.c); None: `_partition_loop`
     accelerated_loop: Any = field(default_factory=_accelerated_loop, repr=False, compare=False)
 
@@ -215,10 +238,12 @@ class SnapshotBuilder:
         share_errors: dict[str, int] | None = None,
         topic_names: dict[str, str] | None = None,
         denied_topics: Mapping[str, str] | None = None,
+        share_state_refused: str | None = None,
     ) -> Snapshot:
         groups = []
         if denied_topics is not None:
             self.denied_topics = denied_topics
+        self.share_state_refused = share_state_refused
         tracked = 0
         window_start_ms = state.window_clock.window_ms
         share_groups = {} if share is None else share.groups()
@@ -237,6 +262,8 @@ class SnapshotBuilder:
                 assert snapshot.share is not None
                 tracked += len(snapshot.share.partitions)
                 unnamed += sum(1 for row in snapshot.share.partitions if not row.named)
+            elif share_state_refused is not None and snapshot.view.kind == "SHARE":
+                snapshot = _share_state_unknown(snapshot, share_state_refused)
             tracked += sum(len(t) for t in snapshot.topics)
             groups.append(snapshot)
         groups.sort(key=lambda g: g.view.group_id)

@@ -15,6 +15,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.judge.diagnosis import Diagnosis
 from offsetwatch.exporter.judge.group_views import (
     GroupView,
@@ -449,11 +450,25 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
     if share_stale:
         body["share_state_stale"] = [_stale_json(s) for s in share_stale[:STALE_LISTED]]
     reader = next((h for h in stats.parts if h.name == OFFSETS_READER and not h.up), None)
+    offsets_refused = next(
+        (
+            (topic, error, grant)
+            for topic, (error, grant) in stats.refused_sources.items()
+            if topic != SHARE_STATE_TOPIC
+        ),
+        None,
+    )
     if not stats.source_up:
         body["reason"] = _source_down(stats.source_down_reason or stats.source_last_error)
     elif reader is not None:
         # what is served is no longer read: never ready on it, whatever the last pass said
         body["reason"] = f"the {OFFSETS_READER} fails ({reader.last_error}); restarted with backoff"
+    elif offsets_refused is not None:
+        # nothing can be read, so nothing catches up: say why rather than "catching up"
+        body["reason"] = (
+            f"not authorized to read {offsets_refused[0]} ({offsets_refused[1]}); grant it: "
+            f"{offsets_refused[2]}"
+        )
     elif not stats.ready:
         if known == 0:
             body["reason"] = "catching up: no __consumer_offsets partition positions known yet"
@@ -507,18 +522,26 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
     ]
     if failing_parts:
         body["failing_parts"] = failing_parts
-    denied = stats.denied_topics
-    if denied:
-        # the groups on them show cause not_authorized; the rest is right, so still ready
+    # the groups on refused topics show cause not_authorized, and so do share groups while
+    # __share_group_state is refused (their state is unknown); the rest is right, so still
+    # ready: a refused __consumer_offsets leaves nothing right, and is the reason above
+    refused = [
+        (topic, "Read", error, grant)
+        for topic, (error, grant) in sorted(stats.refused_sources.items())
+    ] + [
+        (topic, "Describe", error, grant)
+        for topic, (error, grant) in sorted(stats.denied_topics.items())
+    ]
+    if refused:
         body["not_authorized"] = [
             {
                 "resource": "topic",
                 "name": topic,
-                "operation": "Describe",
+                "operation": operation,
                 "error": error,
                 "grant": grant,
             }
-            for topic, (error, grant) in sorted(denied.items())
+            for topic, operation, error, grant in refused
         ]
     return body["ready"], body
 

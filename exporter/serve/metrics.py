@@ -975,7 +975,13 @@ def _self_families(
         [((str(p),), share_freshness.age_s(p, now_ms)) for p in share_freshness.tracked],
     )
     yield S_SHARE_STATE_STALE, [((), len(share_freshness.stale(now_ms)))]
-    yield S_NOT_AUTHORIZED, [(("topic", "Describe"), len(stats.denied_topics))]
+    yield (
+        S_NOT_AUTHORIZED,
+        [
+            (("topic", "Describe"), len(stats.denied_topics)),
+            (("topic", "Read"), len(stats.refused_sources)),
+        ],
+    )
     yield S_FAST_PATH, [((), stats.fast_path_records_total)]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]

@@ -52,6 +52,8 @@ class StateStore:
     #: tracked topics the broker refuses to describe -> the grant to make: their log ends
     #: are unknown, not gone
     denied_topics: dict[str, str] = field(default_factory=dict)
+    #: the grant of Read on `__share_group_state` while the broker refuses it to the exporter
+    share_state_refused: str | None = None
     #: names of the topic ids share partitions and KIP-848 assignments are keyed by
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
     #: when the cluster last confirmed each `__consumer_offsets` partition's state complete

@@ -324,7 +324,7 @@ def test_share_groups_need_read_on_the_share_state_topic(secured: SecuredBroker)
     secured.broker.create_topic(topic, 1)
     secured.broker.produce(topic, [20])
     _share_consumed(secured.broker.bootstrap, group, topic, 5)
-    acls = [*EXPORT_ACLS, ("topic", SHARE_STATE_TOPIC, "read"), ("topic", topic, "describe")]
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
     secured.grant(PRINCIPAL, acls)
     try:
         properties = secured.sasl_properties(USER, PASSWORD)
@@ -336,7 +336,28 @@ def test_share_groups_need_read_on_the_share_state_topic(secured: SecuredBroker)
                 share = None if detail is None else detail.get("share")
                 return [] if share is None else list(share["partitions"])
 
+            def refused_share_state() -> list[Any]:
+                refused = readiness(stats)[1].get("not_authorized", [])
+                return [x for x in refused if x["name"] == SHARE_STATE_TOPIC]
+
+            # without Read on __share_group_state: the share group is not "OK, lag 0"
             wait_for(lambda: readiness(stats)[0], "ready", describe=lambda: readiness(stats))
+            wait_for(refused_share_state, "__share_group_state named as refused")
+            (entry,) = refused_share_state()
+            assert entry["operation"] == "Read"
+            assert f"--operation Read --topic '{SHARE_STATE_TOPIC}'" in entry["grant"]
+
+            def diagnosis() -> dict[str, Any]:
+                detail = group_detail(service.exporter.snapshot, group)
+                assert detail is not None, "the share group (from __consumer_offsets)"
+                return {"status": detail["status"], **detail["diagnosis"]}
+
+            wait_for(lambda: diagnosis()["cause"] == "not_authorized", "cause not_authorized")
+            assert diagnosis()["status"] == "ERR"
+            assert f"--operation Read --topic '{SHARE_STATE_TOPIC}'" in diagnosis()["reason"]
+
+            secured.grant(PRINCIPAL, [("topic", SHARE_STATE_TOPIC, "read")])
+            acls.append(("topic", SHARE_STATE_TOPIC, "read"))
             wait_for(
                 lambda: [row["topic_named"] for row in share_partitions()] == [True],
                 "the share group's partition, its topic named",
@@ -344,11 +365,33 @@ def test_share_groups_need_read_on_the_share_state_topic(secured: SecuredBroker)
             )
             (row,) = share_partitions()
             assert (row["topic"], row["partition"]) == (topic, 0), row
+            assert diagnosis()["cause"] != "not_authorized"
             _ready, body = readiness(stats)
             refused = {x["name"] for x in body.get("not_authorized", [])}
             assert not refused & {topic, SHARE_STATE_TOPIC}, body
     finally:
         secured.revoke(PRINCIPAL, acls)
+
+
+def test_no_read_on_the_offsets_topic_is_not_ready_with_the_grant(
+    secured: SecuredBroker,
+) -> None:
+    """Never granted Read on __consumer_offsets: nothing can be read, so /readyz says so and
+    names the grant, where it said "catching up" for ever."""
+    properties = secured.sasl_properties(USER, PASSWORD)
+    with running_exporter(_config(secured, secured.sasl_ssl, properties)) as service:
+        stats = service.exporter.stats
+
+        def reason() -> str:
+            return str(readiness(stats)[1].get("reason", ""))
+
+        wait_for(lambda: "not authorized to read" in reason(), "the refusal said")
+        ready, body = readiness(stats)
+        assert not ready
+        assert f"--operation Read --topic '{OFFSETS_TOPIC}'" in body["reason"], body
+        assert any(
+            x["name"] == OFFSETS_TOPIC and x["operation"] == "Read" for x in body["not_authorized"]
+        ), body
 
 
 def _replace(path: Path, text: str) -> None:

@@ -263,3 +263,32 @@ def test_a_share_groups_detail_names_its_state_partitions_and_their_freshness() 
     assert fresh["confirmed_at"].endswith("Z")
     assert stale["state_partition"] == 43 and stale["stale"] is True
     assert stale["age_seconds"] == 64.0 and stale["cause"].startswith("not read up")
+
+
+GRANT = "kafka-acls.sh --bootstrap-server k:9092 --add --allow-principal User:m --operation Read"
+
+
+def test_a_refused_offsets_topic_is_not_ready_and_names_the_grant() -> None:
+    stats = PipelineStats(source_up=True, freshness=_freshness(None))
+    stats.refused_sources = {
+        "__consumer_offsets": ("TOPIC_AUTHORIZATION_FAILED: denied", f"{GRANT} --topic x")
+    }
+    ready, body = readiness(stats, NOW)
+    assert not ready
+    assert body["reason"].startswith("not authorized to read __consumer_offsets (TOPIC_AUTH")
+    assert body["reason"].endswith(f"grant it: {GRANT} --topic x")
+    assert body["not_authorized"][0]["operation"] == "Read"
+
+
+def test_a_refused_share_state_topic_is_listed_and_still_ready() -> None:
+    """Kafka cannot tell whether __share_group_state exists to a principal it refuses: the
+    consumer groups are right, so still ready; the share groups say it themselves."""
+    stats = _ready_stats(_freshness(None))
+    stats.refused_sources = {"__share_group_state": ("TOPIC_AUTHORIZATION_FAILED: x", GRANT)}
+    stats.denied_topics = {"orders": ("TOPIC_AUTHORIZATION_FAILED: y", "describe grant")}
+    ready, body = readiness(stats, NOW)
+    assert ready
+    assert [(x["name"], x["operation"]) for x in body["not_authorized"]] == [
+        ("__share_group_state", "Read"),
+        ("orders", "Describe"),
+    ]
