@@ -291,7 +291,7 @@ class Exporter:
         self.readers.credentials = CredentialWatch.of(
             cfg.kafka_properties,
             self.kafka_config,
-            lambda settings: check_client_config(settings, {}, "consumer"),
+            self._check_renewed_settings,
         )
         self.store.ingestor.sinks.extend(self.sinks.guards)
         # HTTP answers (not ready) meanwhile; nothing is ingested before it is done
@@ -434,6 +434,13 @@ class Exporter:
             if schedule.next_checkpoint_ms:
                 self.checkpoint()
             schedule.next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
+
+    def _check_renewed_settings(self, settings: Mapping[str, object]) -> None:
+        """Renewed settings are checked as every client that will take them: the consumers,
+        and the producer when republishing (as the start-up check does)."""
+        check_client_config(settings, {}, "consumer")
+        if self.sinks.publisher is not None:
+            check_client_config(settings, {}, "producer")
 
     def _renew_clients(self) -> None:
         """New clients everywhere once a credential file was replaced: librdkafka reads
