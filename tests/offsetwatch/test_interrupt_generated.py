@@ -319,3 +319,66 @@ def test_ctrl_c_while_the_commands_load_is_130_without_a_traceback(
     monkeypatch.setattr(offsetwatch.cli, "build_parser", interrupted)
     assert offsetwatch.cli.main(["decode", "--sample"]) == 130
     assert capsys.readouterr() == ("", "")
+
+
+def _declared_entry_point() -> tuple[str, str]:
+    """The console script's module and function as pyproject.toml declares them: the
+    installed script is regenerated from it (`make`), and may be older than the tree."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    module, function = project["project"]["scripts"]["offsetwatch"].split(":")
+    return module, function
+
+
+def test_ctrl_c_while_the_script_imports_the_cli_is_130_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """The console script imports its entry point before any code of ours runs: a Ctrl-C
+    during the ~80 ms import of offsetwatch.cli ended in a traceback. The child runs what the
+    generated script runs, and gets SIGINT from inside that import (as the commands'
+    package is looked up), not after a guessed sleep."""
+    module, function = _declared_entry_point()
+    child = f"""\
+import signal, sys
+
+class InterruptOnce:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "offsetwatch.commands":
+            sys.meta_path.remove(InterruptOnce)
+            signal.raise_signal(signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptOnce)
+from {module} import {function}
+sys.exit({function}())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", child, "decode", "--sample"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, b"", b"")
+
+
+def test_the_entry_point_gives_sigint_back_for_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exit of the import guard never outlives the import: the command runs with
+    Python's handler, so its own Ctrl-C handling (outputs whole, 130) is what happens."""
+    import importlib
+
+    import offsetwatch.cli
+
+    module, function = _declared_entry_point()
+    entry = getattr(importlib.import_module(module), function)
+    seen = []
+
+    def run() -> int:
+        seen.append(signal.getsignal(signal.SIGINT))
+        raise KeyboardInterrupt  # as if it came before cli.main's own handling began
+
+    monkeypatch.setattr(offsetwatch.cli, "main", run)
+    assert entry() == 130
+    assert seen == [signal.default_int_handler]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
