@@ -13,6 +13,7 @@
 #ifndef OFFSETWATCH_WIRE_H
 #define OFFSETWATCH_WIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Big-endian fixed-width integers at p (the caller checked the bytes are there). */
@@ -62,6 +63,59 @@ read_uvarint32(const unsigned char **p, const unsigned char *end, uint32_t *out)
         }
     }
     return 0;
+}
+
+/* Whether the n bytes at p are strict UTF-8 as Python's "strict" decoder takes it: no
+ * overlong forms, no encoded surrogates (U+D800-U+DFFF), nothing above U+10FFFF, no
+ * truncated sequence. A caller that writes such bytes out as text (JSON) leaves what fails
+ * here to its module's Python path, which keeps the bytes its own way. */
+static inline int
+is_strict_utf8(const unsigned char *p, size_t n)
+{
+    const unsigned char *end = p + n;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t need;
+        unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+        }
+        else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            if (c == 0xe0) {
+                lo = 0xa0; /* overlong */
+            }
+            else if (c == 0xed) {
+                hi = 0x9f; /* surrogates */
+            }
+        }
+        else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            if (c == 0xf0) {
+                lo = 0x90; /* overlong */
+            }
+            else if (c == 0xf4) {
+                hi = 0x8f; /* above U+10FFFF */
+            }
+        }
+        else {
+            return 0;
+        }
+        if ((size_t)(end - p) <= need || p[1] < lo || p[1] > hi) {
+            return 0;
+        }
+        for (size_t k = 2; k <= need; k++) {
+            if ((p[k] & 0xc0) != 0x80) {
+                return 0;
+            }
+        }
+        p += need + 1;
+    }
+    return 1;
 }
 
 #endif /* OFFSETWATCH_WIRE_H */

@@ -25,6 +25,14 @@ file open with its bytes, tried again later; every error names the file. `durabl
 caps checkpoint positions at the first record (per `__consumer_offsets` partition) written
 since its file's last fsync, so a checkpoint never passes a record that is not on disk.
 
+Batches: `write_encoded` takes the ingest's encoded commits (their canonical JSON already
+bytes, exporter/state/ingest.py) a block at a time: the lines of consecutive records of one
+file joined in one buffer and handed to the file (and its compressor) in one call, with the
+same checks as `write` before each block (a roll that is due, the bytes to the OS). A plain
+file rolls by size exactly where `write` would roll it; a gzip file checks its size once per
+block (at most `ENCODED_BLOCK_BYTES` of lines), so it may pass `roll_bytes` by one block's
+compressed bytes.
+
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
 record kept) and published under their final names. Records after the
 checkpoint are read again after a restart; the daemon skips those the files already hold
@@ -50,6 +58,8 @@ from typing import Any, Final, Literal
 from offsetwatch.core.atomic import fsync_directory
 from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
+from offsetwatch.exporter.sinks.sink_guard import PartialWrite
+from offsetwatch.exporter.state.ingest import Encoded
 
 ArchiveFormat = Literal["jsonl", "avro"]
 AvroBlockCodec = Literal["null", "deflate", "snappy"]
@@ -69,6 +79,8 @@ _SYNC_SIZE: Final = 16
 _WRITE_CHUNK: Final = 1 << 20
 #: a file's bytes not yet given to the OS before a write drains them first
 _DRAIN_BYTES: Final = 1 << 20
+#: lines of encoded records handed to a file (and its compressor) in one call, at most
+ENCODED_BLOCK_BYTES: Final = 256 * 1024
 
 
 class ArchiveError(Exception):
@@ -93,6 +105,10 @@ class _Sink:
     out: _FileOut
 
     def write(self, canonical: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def write_lines(self, data: bytes) -> None:
+        """Complete JSON lines (jsonl sinks only)."""
         raise NotImplementedError
 
     def size(self) -> int:
@@ -179,6 +195,9 @@ class _JsonlSink(_Sink):
     def write(self, canonical: dict[str, Any]) -> None:
         self.out.write(_line(canonical))
 
+    def write_lines(self, data: bytes) -> None:
+        self.out.write(data)
+
     def size(self) -> int:
         return self.out.tell()
 
@@ -206,6 +225,9 @@ class _GzipJsonlSink(_Sink):
 
     def write(self, canonical: dict[str, Any]) -> None:
         self._gzip.write(_line(canonical))
+
+    def write_lines(self, data: bytes) -> None:
+        self._gzip.write(data)  # one compress (and one crc32) call for the block
 
     def size(self) -> int:
         return self.out.tell()
@@ -421,6 +443,74 @@ class ArchiveWriter:
         self.records_written += 1
         if source is not None and source[0] >= 0:
             current.unsynced.setdefault(source[0], source[1])
+
+    def write_encoded(self, items: list[Encoded]) -> None:
+        """Append encoded records (partition, offset, timestamp, identity key, canonical
+        JSON), in order: what `write` of each record's canonical dict with its source
+        position does, in blocks (module doc). Raises PartialWrite saying how many of
+        `items` were taken when a roll or a drain before a block failed (jsonl only)."""
+        if self._closed:
+            raise PartialWrite(0, ArchiveError("archive writer is closed"))
+        if self.format != "jsonl":
+            raise PartialWrite(0, ArchiveError("encoded records are JSON lines"))
+        now = self.clock()
+        taken = 0
+        n = len(items)
+        plain = not self.gzip
+        try:
+            if now >= self._next_expiry_check:
+                self.roll_expired(now)
+                self._next_expiry_check = now + 1.0
+            while taken < n:
+                timestamp = items[taken][2]
+                if timestamp < 0:
+                    timestamp = int(now * 1000)
+                bucket = timestamp // _HOUR_MS
+                partition = self._partitions.get(bucket)
+                if partition is None:
+                    if len(self._partitions) > 10_000:
+                        self._partitions.clear()
+                    partition = self._partitions[bucket] = partition_of(timestamp)
+                current = self._open.get(partition)
+                if current is not None and self._due(current, now):
+                    self._roll(current)
+                    current = None
+                if current is None:
+                    current = self._start(partition, timestamp, now)
+                elif current.sink.out.pending >= _DRAIN_BYTES:
+                    current.sink.out.drain()
+                # the block: records of this hour, up to ENCODED_BLOCK_BYTES of lines, and
+                # for a plain file up to the record that takes it to roll_bytes (where
+                # `write` would roll it next)
+                room = self.roll_bytes - current.sink.size() if plain else ENCODED_BLOCK_BYTES
+                limit = min(room, ENCODED_BLOCK_BYTES)
+                lines: list[bytes] = []
+                size = 0
+                unsynced = current.unsynced
+                end = taken
+                while end < n:
+                    source, offset, ts, _key, body = items[end]
+                    if ts < 0:
+                        ts = int(now * 1000)
+                    if ts // _HOUR_MS != bucket:
+                        break
+                    lines.append(body)
+                    size += len(body) + 1
+                    if source >= 0 and source not in unsynced:
+                        unsynced[source] = offset
+                    end += 1
+                    if size >= limit:
+                        break
+                lines.append(b"")
+                current.sink.write_lines(b"\n".join(lines))
+                count = end - taken
+                current.records += count
+                self._writes += 1
+                current.last_write = self._writes
+                self.records_written += count
+                taken = end
+        except Exception as error:
+            raise PartialWrite(taken, error) from error
 
     def _due(self, opened: _OpenFile, now: float) -> bool:
         return now - opened.opened_at >= self.roll_seconds or opened.sink.size() >= self.roll_bytes

@@ -27,6 +27,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
+from offsetwatch.exporter.sinks.sink_guard import PartialWrite
+from offsetwatch.exporter.state.ingest import Encoded
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +85,21 @@ class _Lane:
 
 
 class DeliveryToken:
-    """One registered source record; delivery callbacks report against it.
+    """One registered source record, or a run of consecutive ones of one partition (from
+    `offset` to `last`); delivery callbacks report against it.
 
     Holding the token (not the offset) lets callbacks that arrive after `reset()` be
-    recognised as stale even when the same offsets were registered again meanwhile.
+    recognised as stale even when the same offsets were registered again meanwhile. A run is
+    released only once every output of it is delivered, and a failure in it pins the
+    watermark at its first record: never past a record that is not out.
     """
 
-    __slots__ = ("failed", "lane", "offset", "outstanding")
+    __slots__ = ("failed", "lane", "last", "offset", "outstanding")
 
-    def __init__(self, lane: _Lane, offset: int, outstanding: int) -> None:
+    def __init__(self, lane: _Lane, offset: int, outstanding: int, last: int = -1) -> None:
         self.lane = lane
         self.offset = offset
+        self.last = offset if last < offset else last
         self.outstanding = outstanding
         self.failed = False
 
@@ -119,11 +125,11 @@ class DeliveryTracker:
             lane = self._lanes.get(partition)
             if lane is None:
                 lane = self._lanes[partition] = _Lane(partition)
-            if lane.queue and offset == lane.queue[-1].offset:
+            if lane.queue and offset == lane.queue[-1].last:
                 token = lane.queue[-1]
                 token.outstanding += outputs
             else:
-                last = lane.queue[-1].offset if lane.queue else lane.done_upto - 1
+                last = lane.queue[-1].last if lane.queue else lane.done_upto - 1
                 if offset <= last:
                     # The source went back (rebuild after out-of-range, re-seek). Start a new
                     # generation: its watermark starts below the old one, so checkpoints only
@@ -141,6 +147,43 @@ class DeliveryTracker:
             self.in_flight += outputs
             self._release(lane)
             return token
+
+    def register_run(self, partition: int, first: int, last: int, outputs: int) -> DeliveryToken:
+        """One token for the records from `first` to `last` (consecutive records of the
+        partition as the source delivered them), with `outputs` deliveries to come."""
+        with self._lock:
+            lane = self._lanes.get(partition)
+            if lane is None:
+                lane = self._lanes[partition] = _Lane(partition)
+            before = lane.queue[-1].last if lane.queue else lane.done_upto - 1
+            if first <= before:
+                log.info(
+                    "source partition %d went back from %d to %d: delivery tracking restarts",
+                    partition,
+                    before,
+                    first,
+                )
+                self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
+                lane = self._lanes[partition] = _Lane(partition)
+            token = DeliveryToken(lane, first, outputs, last)
+            lane.queue.append(token)
+            self.in_flight += outputs
+            return token
+
+    def cut_run(self, token: DeliveryToken, last: int | None, outputs: int) -> None:
+        """A run whose produce() raised before its last `outputs` were queued: it now ends at
+        `last` (the last record produced), or is forgotten when none was (None)."""
+        with self._lock:
+            lane = token.lane
+            if self._lanes.get(lane.partition) is not lane:
+                return
+            token.outstanding -= outputs
+            self.in_flight -= outputs
+            if last is not None:
+                token.last = last
+                self._release(lane)
+            elif lane.queue and lane.queue[-1] is token:
+                lane.queue.pop()
 
     def unregister(self, token: DeliveryToken, outputs: int) -> None:
         """Undo `outputs` of a registration whose produce() raised before queueing them."""
@@ -170,7 +213,7 @@ class DeliveryTracker:
     def _release(lane: _Lane) -> None:
         queue = lane.queue
         while queue and queue[0].outstanding <= 0 and not queue[0].failed:
-            lane.done_upto = queue.popleft().offset + 1
+            lane.done_upto = queue.popleft().last + 1
 
     def confirmed(self) -> dict[int, int]:
         with self._lock:
@@ -394,6 +437,58 @@ class RecordPublisher:
                 self.tracker.unregister(token, len(records) - index)
                 raise
 
+    def publish_encoded(self, items: Sequence[Encoded]) -> None:
+        """One output record per item (source partition, offset, timestamp, key, value), in
+        order: `publish` for each, fed to the producer in one loop, with one delivery token
+        and one callback per run of records of one source partition. Raises PartialWrite
+        (how many items were produced) when produce() fails; the rest is not registered."""
+        n = len(items)
+        if not self.enabled:
+            for partition, offset, _ts, _key, _value in items:
+                self.tracker.register(partition, offset, 0)
+            return
+        producer = self._producer
+        if producer is None:
+            raise PartialWrite(0, RuntimeError("publisher is closed"))
+        produce = producer.produce
+        topic = self.output_topic
+        source_topic = (HEADER_SOURCE_TOPIC, self._source_topic)
+        cluster = self.source_cluster_id
+        tail = () if cluster is None else ((HEADER_SOURCE_CLUSTER, cluster.encode()),)
+        start = 0
+        while start < n:
+            partition = items[start][0]
+            end = start + 1
+            while end < n and items[end][0] == partition:
+                end += 1
+            token = self.tracker.register_run(partition, items[start][1], items[end - 1][1],
+                                              end - start)  # fmt: skip
+            callback = functools.partial(self._on_run_delivery, token)
+            source_partition = (HEADER_SOURCE_PARTITION, str(partition).encode())
+            k = start
+            try:
+                for k in range(start, end):
+                    _p, offset, _ts, key, value = items[k]
+                    headers = [source_topic, source_partition,
+                               (HEADER_SOURCE_OFFSET, str(offset).encode()), *tail]  # fmt: skip
+                    try:
+                        produce(topic, value, key, headers=headers, on_delivery=callback)
+                    except BufferError:
+                        # the local queue is full: wait for it as `publish` does
+                        self._produce(topic, key, value, headers, callback)
+                        with self._lock:
+                            self._produced -= 1  # counted below with the run
+            except BaseException as error:
+                self.tracker.cut_run(token, items[k - 1][1] if k > start else None, end - k)
+                with self._lock:
+                    self._produced += k - start
+                if isinstance(error, Exception):
+                    raise PartialWrite(k, error) from error
+                raise
+            with self._lock:
+                self._produced += end - start
+            start = end
+
     def dead_letter(
         self,
         source_partition: int,
@@ -502,6 +597,16 @@ class RecordPublisher:
             err.str(),
         )
         self.tracker.complete(token, False)
+
+    def _on_run_delivery(self, token: DeliveryToken, err: KafkaError | None, _msg: Any) -> None:
+        """`_on_delivery` of `publish_encoded`'s records (all of the output topic)."""
+        if err is None:
+            with self._lock:
+                self._delivered += 1
+                self._records_delivered += 1
+            self.tracker.complete(token, True)
+            return
+        self._on_delivery(token, err, _msg)
 
     def _on_unpositioned_delivery(self, err: KafkaError | None, _msg: Any) -> None:
         with self._lock:

@@ -2,7 +2,9 @@
 topic), the archive, the quarantine file, the log-end records, and the resume marks that make
 a restart write nothing twice (exporter/sinks/resume_dedup.py).
 
-The main loop hands records over (through the guards the ingestor calls) and asks, at each
+The main loop hands records over (through the guards the ingestor calls) - one by one, or
+as the ingest's encoded batches of commits where the sink takes them (JSON to the publish
+topic, JSON lines to the archive: `publish_encoded`, `write_archive_encoded`) - and asks, at each
 checkpoint, how far every sink has really taken them (`checkpoint_positions`). Nothing here
 waits on Kafka: the producer is polled without a timeout, the read-back of what a crashed run
 already wrote (`start_resume_scan`) runs on a thread of its own, and only the exit drains
@@ -34,8 +36,8 @@ from offsetwatch.exporter.sinks.resume_dedup import (
     scan_archive,
     scan_topics,
 )
-from offsetwatch.exporter.sinks.sink_guard import GuardedSink
-from offsetwatch.exporter.state.ingest import Quarantined
+from offsetwatch.exporter.sinks.sink_guard import GuardedSink, PartialWrite
+from offsetwatch.exporter.state.ingest import EncodedBatch, Quarantined
 from offsetwatch.exporter.stats import PipelineStats, SinkHealth
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,7 @@ class RecordSinks:
                 self.publish,
                 f"check that the topic {cfg.publish_topic!r} can exist on the cluster "
                 "and that this client may write to it",
+                write_encoded=self.publish_encoded if self._avro is None else None,
             )
         if cfg.archive_dir is not None:
             from offsetwatch.exporter.sinks.archive import ArchiveWriter
@@ -156,6 +159,7 @@ class RecordSinks:
                 self.write_archive,
                 f"free space in {cfg.archive_dir} or check its permissions",
                 recovered_by_flush=True,
+                write_encoded=self.write_archive_encoded if cfg.archive_format == "jsonl" else None,
             )
 
     def _guard(
@@ -164,10 +168,16 @@ class RecordSinks:
         write: Callable[[AnyRecord], None],
         advice: str,
         recovered_by_flush: bool = False,
+        write_encoded: Callable[[EncodedBatch], None] | None = None,
     ) -> None:
         self.guards.append(
             GuardedSink(
-                name, write, advice, clock_ms=self.clock_ms, recovered_by_flush=recovered_by_flush
+                name,
+                write,
+                advice,
+                clock_ms=self.clock_ms,
+                recovered_by_flush=recovered_by_flush,
+                write_encoded=write_encoded,
             )
         )
 
@@ -193,6 +203,42 @@ class RecordSinks:
             return  # archived before the crash
         self.archive.write(self._canonical.to_dict(record), (record.partition, record.offset))
         self.stats.archive_records_total += 1
+
+    def publish_encoded(self, batch: EncodedBatch) -> None:
+        """`publish` of every record of the batch (JSON: its bytes are the C encoder's)."""
+        publisher = self.publisher
+        assert publisher is not None
+        skip = self._published_skip
+        if not skip:
+            publisher.publish_encoded(batch.items)
+            return
+        for k, (partition, offset, _ts, key, value) in enumerate(batch.items):
+            if skip and skip.take(partition, offset):
+                publisher.mark_done(partition, offset)  # there before the crash
+                continue
+            try:
+                publisher.publish(partition, offset, key, value)
+            except Exception as error:
+                raise PartialWrite(k, error) from error
+
+    def write_archive_encoded(self, batch: EncodedBatch) -> None:
+        """`write_archive` of every record of the batch, in blocks."""
+        items = batch.items
+        skip = self._archived_skip
+        index: list[int] | None = None
+        if skip:
+            index = [k for k, item in enumerate(items) if not skip.take(item[0], item[1])]
+            items = [items[k] for k in index]
+        try:
+            self.archive.write_encoded(items)
+        except PartialWrite as failure:
+            self.stats.archive_records_total += failure.taken
+            if index is not None:  # in the batch's numbering
+                failure.taken = (
+                    index[failure.taken] if failure.taken < len(index) else len(batch.items)
+                )
+            raise
+        self.stats.archive_records_total += len(items)
 
     def write_log_ends(self, time_ms: int, offsets: Mapping[tuple[str, int], int | None]) -> None:
         """Log-end samples go where the records go, so history jobs see both in one stream."""

@@ -12,6 +12,12 @@ never applied, and /readyz blamed the source. Now each sink is guarded:
   archive and the lake dedupe on the record's position);
 * the failure is logged once, then at most once per `LOG_INTERVAL_S` with the count, and is
   visible as `SinkHealth` (metrics, /readyz) until the sink takes records again.
+
+A sink with `write_encoded` also takes the ingest's encoded batches (commits the C loop
+encoded, exporter/state/ingest.py) in one call. It raises `PartialWrite` saying how many of
+the batch it took before it failed; the rest are decoded on the Python path and kept as above,
+so a failure costs the fast path nothing in guarantees. While records are kept, a batch is
+kept whole, behind them.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from offsetwatch.decoder.records import AnyRecord
+from offsetwatch.exporter.state.ingest import EncodedBatch
 from offsetwatch.exporter.stats import SinkHealth
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,15 @@ def describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+class PartialWrite(Exception):
+    """A batch write that failed after `taken` of its records were written (`error`)."""
+
+    def __init__(self, taken: int, error: Exception) -> None:
+        super().__init__(taken, error)
+        self.taken = taken
+        self.error = error
+
+
 @dataclass(slots=True)
 class GuardedSink:
     """Calls `write(record)` for every record; never raises (see the module doc)."""
@@ -56,6 +72,9 @@ class GuardedSink:
     #: a sink that buffers (the archive) works again only once `note_success` says its
     #: buffered bytes were really written, not when `write` returned
     recovered_by_flush: bool = False
+    #: writes a whole encoded batch, raising PartialWrite when it took only part of it;
+    #: None: the sink takes records one by one only
+    write_encoded: Callable[[EncodedBatch], None] | None = None
     health: SinkHealth = field(init=False)
     _backlog: deque[AnyRecord] = field(default_factory=deque)
     #: per source partition, the offset of the first record not taken (kept or dropped)
@@ -76,6 +95,33 @@ class GuardedSink:
         except Exception as error:
             self._failed(error)
             self._keep(record)
+            return
+        if self.health.failing_since_ms and not self.recovered_by_flush:
+            self._recovered()
+
+    @property
+    def takes_encoded(self) -> bool:
+        return self.write_encoded is not None
+
+    def take_encoded(self, batch: EncodedBatch) -> None:
+        """`__call__` for every record of the batch, in one call to the sink."""
+        write = self.write_encoded
+        assert write is not None
+        if self._backlog:
+            for k in range(len(batch.items)):
+                self._keep(batch.record(k))
+            return
+        try:
+            write(batch)
+        except PartialWrite as failure:
+            self._failed(failure.error)
+            for k in range(failure.taken, len(batch.items)):
+                self._keep(batch.record(k))
+            return
+        except Exception as error:  # a writer that does not say: nothing counts as taken
+            self._failed(error)
+            for k in range(len(batch.items)):
+                self._keep(batch.record(k))
             return
         if self.health.failing_since_ms and not self.recovered_by_flush:
             self._recovered()

@@ -355,7 +355,8 @@ call(PyObject *message, PyObject *name)
  * decodes it or raises its DecodeError: nothing is guessed. */
 static inline int
 parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int64_t *commit_ts,
-            const char **meta, Py_ssize_t *meta_len)
+            const char **meta, Py_ssize_t *meta_len, int64_t *expire_ts,
+            const unsigned char **topic_id, int *other_tags)
 {
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(value);
     Py_ssize_t n = PyBytes_GET_SIZE(value);
@@ -409,7 +410,10 @@ parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int6
         return 0;
     }
     *commit_ts = be64(p);
+    *expire_ts = v == 1 ? be64(p + 8) : -1; /* OffsetCommitValue.expire_timestamp (v1) */
     p += rest;
+    *topic_id = NULL;
+    *other_tags = 0;
     if (v == 4) {
         /* the tagged fields, read as decoder.codegen reads them: a count, then per field its
          * tag, its size and that many bytes. Tag 0, the topic id, must be a 16-byte UUID (the
@@ -424,6 +428,12 @@ parse_value(PyObject *value, int *version, int64_t *offset, int32_t *epoch, int6
             if (!read_uvarint32(&p, end, &tag) || !read_uvarint32(&p, end, &size) ||
                 (uint64_t)size > (uint64_t)(end - p) || (tag == 0 && size != 16)) {
                 return 0;
+            }
+            if (tag == 0 && *topic_id == NULL) {
+                *topic_id = p;
+            }
+            else {
+                *other_tags = 1; /* kept by Python as unknown tags (or a second topic id) */
             }
             p += size; /* the topic id too: the state does not keep it */
         }
@@ -526,8 +536,12 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int32_t epoch;
         const char *meta = NULL;
         Py_ssize_t meta_len = 0;
-        int plain = PyBytes_CheckExact(value) && parse_value(value, &version, &offset, &epoch,
-                                                             &commit_ts, &meta, &meta_len);
+        int64_t expire_ts;
+        const unsigned char *topic_id;
+        int other_tags;
+        int plain = PyBytes_CheckExact(value) &&
+                    parse_value(value, &version, &offset, &epoch, &commit_ts, &meta, &meta_len,
+                                &expire_ts, &topic_id, &other_tags);
         /* decoded while the value's bytes are held (cleared at the next message or the end
          * of the loop when this one is not applied) */
         if (plain) {
@@ -793,7 +807,349 @@ error:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * encode_commits: the canonical JSON of plain offset commits, for the sinks
+ *
+ * What decoder/canonical.py's `Canonical.to_json(record)` and `identity_key(record)` give for
+ * the Record the Python path decodes from the same message, byte for byte: the envelope in
+ * contract.ENVELOPE's order, the key and value fields in records.py's order, integers in
+ * decimal, strings escaped as json.dumps(ensure_ascii=False) escapes them (\" \\ \b \f \n \r
+ * \t, other control characters as \u00XX, everything else as it is). Only what it reads to
+ * the last byte is encoded: a key or value whose strings are not strict UTF-8 (Python's
+ * dumps writes U+FFFD for such bytes), a tombstone, a v4 tag other than one topic id (the
+ * Python path writes `unknown_tags`) stop it, and that message takes the Python path. */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} Json;
+
+static int
+json_reserve(Json *out, size_t extra)
+{
+    if (out->len + extra <= out->cap) {
+        return 0;
+    }
+    size_t cap = out->cap ? out->cap : 512;
+    while (cap < out->len + extra) {
+        cap *= 2;
+    }
+    char *grown = PyMem_Realloc(out->buf, cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->buf = grown;
+    out->cap = cap;
+    return 0;
+}
+
+/* a literal; the caller reserved room for it */
+#define JSON_LIT(out, text)                                                                    \
+    do {                                                                                       \
+        memcpy((out)->buf + (out)->len, text, sizeof(text) - 1);                               \
+        (out)->len += sizeof(text) - 1;                                                        \
+    } while (0)
+
+/* an integer in decimal as Python's int.__repr__ writes it; 20 bytes reserved by the caller */
+static void
+json_int(Json *out, int64_t value)
+{
+    char digits[24];
+    int n = 0;
+    uint64_t magnitude = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
+    do {
+        digits[n++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude);
+    char *p = out->buf + out->len;
+    if (value < 0) {
+        *p++ = '-';
+    }
+    while (n) {
+        *p++ = digits[--n];
+    }
+    out->len = (size_t)(p - out->buf);
+}
+
+/* a JSON string of strict UTF-8 bytes (checked by the caller); reserves its own room */
+static int
+json_str(Json *out, const unsigned char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (json_reserve(out, 6 * n + 2) < 0) {
+        return -1;
+    }
+    char *p = out->buf + out->len;
+    *p++ = '"';
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = s[k];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *p++ = (char)c;
+            continue;
+        }
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        default:
+            *p++ = 'u';
+            *p++ = '0';
+            *p++ = '0';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        }
+    }
+    *p++ = '"';
+    out->len = (size_t)(p - out->buf);
+    return 0;
+}
+
+/* Kafka's Uuid.toString() of 16 bytes: URL-safe base64 without padding (22 characters), as
+ * decoder.codegen.uuid_text writes it; 24 bytes reserved by the caller */
+static void
+json_uuid(Json *out, const unsigned char *raw)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    char *p = out->buf + out->len;
+    *p++ = '"';
+    for (int k = 0; k < 15; k += 3) {
+        uint32_t v = ((uint32_t)raw[k] << 16) | ((uint32_t)raw[k + 1] << 8) | raw[k + 2];
+        *p++ = alphabet[(v >> 18) & 63];
+        *p++ = alphabet[(v >> 12) & 63];
+        *p++ = alphabet[(v >> 6) & 63];
+        *p++ = alphabet[v & 63];
+    }
+    *p++ = alphabet[raw[15] >> 2];
+    *p++ = alphabet[(raw[15] & 3) << 4];
+    *p++ = '"';
+    out->len = (size_t)(p - out->buf);
+}
+
+/* the fields of one commit that the JSON needs */
+typedef struct {
+    int key_type, version;
+    const unsigned char *group, *topic, *meta, *topic_id;
+    size_t group_len, topic_len, meta_len;
+    int32_t key_partition, epoch;
+    long long partition, position, timestamp;
+    int64_t offset, commit_ts, expire_ts;
+} Commit;
+
+/* {"type":"offset_commit","group":..,"topic":..,"partition":..}: identity_key's bytes */
+static PyObject *
+identity_json(Json *out, const Commit *c)
+{
+    out->len = 0;
+    if (json_reserve(out, 64) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, "{\"type\":\"offset_commit\",\"group\":");
+    if (json_str(out, c->group, c->group_len) < 0 || json_reserve(out, 64) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"topic\":");
+    if (json_str(out, c->topic, c->topic_len) < 0 || json_reserve(out, 64) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"partition\":");
+    json_int(out, c->key_partition);
+    JSON_LIT(out, "}");
+    return PyBytes_FromStringAndSize(out->buf, (Py_ssize_t)out->len);
+}
+
+/* Canonical.to_json of the commit's Record, as UTF-8 bytes */
+static PyObject *
+record_json(Json *out, const Commit *c)
+{
+    out->len = 0;
+    if (json_reserve(out, 256) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, "{\"type\":\"offset_commit\",\"key_type\":");
+    json_int(out, c->key_type);
+    JSON_LIT(out, ",\"value_version\":");
+    json_int(out, c->version);
+    JSON_LIT(out, ",\"tombstone\":false,\"newer_version\":false,\"partition\":");
+    json_int(out, c->partition);
+    JSON_LIT(out, ",\"offset\":");
+    json_int(out, c->position);
+    JSON_LIT(out, ",\"timestamp\":");
+    json_int(out, c->timestamp);
+    JSON_LIT(out, ",\"group\":");
+    if (json_str(out, c->group, c->group_len) < 0 || json_reserve(out, 64) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"key\":{\"group\":");
+    if (json_str(out, c->group, c->group_len) < 0 || json_reserve(out, 64) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"topic\":");
+    if (json_str(out, c->topic, c->topic_len) < 0 || json_reserve(out, 128) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"partition\":");
+    json_int(out, c->key_partition);
+    JSON_LIT(out, "},\"value\":{\"offset\":");
+    json_int(out, c->offset);
+    JSON_LIT(out, ",\"leader_epoch\":");
+    json_int(out, c->epoch);
+    JSON_LIT(out, ",\"metadata\":");
+    if (json_str(out, c->meta, c->meta_len) < 0 || json_reserve(out, 160) < 0) {
+        return NULL;
+    }
+    JSON_LIT(out, ",\"commit_timestamp\":");
+    json_int(out, c->commit_ts);
+    JSON_LIT(out, ",\"expire_timestamp\":");
+    json_int(out, c->expire_ts);
+    JSON_LIT(out, ",\"topic_id\":");
+    if (c->topic_id == NULL) {
+        JSON_LIT(out, "\"AAAAAAAAAAAAAAAAAAAAAA\"");
+    }
+    else {
+        json_uuid(out, c->topic_id);
+    }
+    JSON_LIT(out, "},\"transaction\":null,\"schema_version\":2}");
+    return PyBytes_FromStringAndSize(out->buf, (Py_ssize_t)out->len);
+}
+
+/* A commit's key and value this encoder covers: 1 with `c` filled in (pointers into the
+ * bytes, which the caller holds), 0 when not. */
+static int
+parse_commit(PyObject *key, PyObject *value, Commit *c)
+{
+    if (!PyBytes_CheckExact(key) || !PyBytes_CheckExact(value)) {
+        return 0;
+    }
+    const unsigned char *kb = (const unsigned char *)PyBytes_AS_STRING(key);
+    Py_ssize_t kn = PyBytes_GET_SIZE(key);
+    if (kn < 2 + 2 + 2 + 4 || kb[0] != 0 || kb[1] > 1) {
+        return 0;
+    }
+    Py_ssize_t group_len = be16(kb + 2);
+    if (group_len < 0 || kn < 4 + group_len + 2 + 4) {
+        return 0;
+    }
+    Py_ssize_t topic_len = be16(kb + 4 + group_len);
+    if (topic_len < 0 || kn != 4 + group_len + 2 + topic_len + 4) {
+        return 0;
+    }
+    c->key_type = kb[1];
+    c->group = kb + 4;
+    c->group_len = (size_t)group_len;
+    c->topic = kb + 6 + group_len;
+    c->topic_len = (size_t)topic_len;
+    c->key_partition = be32(kb + kn - 4);
+    if (!is_strict_utf8(c->group, c->group_len) || !is_strict_utf8(c->topic, c->topic_len)) {
+        return 0;
+    }
+    const char *meta;
+    Py_ssize_t meta_len;
+    int other_tags;
+    if (!parse_value(value, &c->version, &c->offset, &c->epoch, &c->commit_ts, &meta, &meta_len,
+                     &c->expire_ts, &c->topic_id, &other_tags) ||
+        other_tags) {
+        return 0;
+    }
+    c->meta = (const unsigned char *)meta;
+    c->meta_len = (size_t)meta_len;
+    return is_strict_utf8(c->meta, c->meta_len);
+}
+
+PyDoc_STRVAR(encode_commits_doc,
+"encode_commits(messages, start, out) -> int\n\n"
+"Append (partition, offset, timestamp, identity key, canonical JSON) to `out` for\n"
+"messages[start:] while they are offset commits this encoder covers; returns the index of\n"
+"the first message not encoded (len(messages) when all were). The two byte strings are\n"
+"what canonical.identity_key and Canonical.to_json(...).encode() give for the record the\n"
+"Python path decodes from the message.");
+
+static PyObject *
+encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_commits(list, int, list) expected");
+        return NULL;
+    }
+    PyObject *messages = args[0], *out = args[2];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    Json json = {0};
+    int failed = 0;
+    for (; i < n; i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i);
+        PyObject *key = call(message, s_key);
+        if (key == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *value = call(message, s_value);
+        if (value == NULL) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        Commit c;
+        int covered = parse_commit(key, value, &c);
+        PyObject *ts = NULL, *ident = NULL, *body = NULL, *item = NULL;
+        if (!covered) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            break;
+        }
+        if (call_int(message, s_partition, 0, &c.partition) < 0 ||
+            call_int(message, s_offset, 0, &c.position) < 0 ||
+            (ts = call(message, s_timestamp)) == NULL) {
+            failed = 1;
+        }
+        else if (!PyTuple_Check(ts) || PyTuple_GET_SIZE(ts) != 2) {
+            covered = 0;
+        }
+        else if ((c.timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(ts, 1))) == -1 &&
+                 PyErr_Occurred()) {
+            failed = 1;
+        }
+        else if ((ident = identity_json(&json, &c)) == NULL ||
+                 (body = record_json(&json, &c)) == NULL) {
+            failed = 1;
+        }
+        else {
+            item = Py_BuildValue("(LLLNN)", (long long)c.partition, (long long)c.position,
+                                 (long long)c.timestamp, ident, body);
+            ident = body = NULL; /* stolen by the tuple (or dropped with it) */
+            if (item == NULL || PyList_Append(out, item) < 0) {
+                failed = 1;
+            }
+        }
+        Py_XDECREF(item);
+        Py_XDECREF(ident);
+        Py_XDECREF(body);
+        Py_XDECREF(ts);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (failed || !covered) {
+            break;
+        }
+    }
+    PyMem_Free(json.buf);
+    if (failed) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
+    {"encode_commits", (PyCFunction)(void (*)(void))encode_commits, METH_FASTCALL,
+     encode_commits_doc},
     {"apply_commits", (PyCFunction)(void (*)(void))apply_commits, METH_FASTCALL,
      apply_commits_doc},
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},

@@ -13,6 +13,15 @@ takes the Python path below (the reference), and the C loop goes on after it.
 `Ingestor.fast_path_records` counts what it applied per record kind.
 `Ingestor(accelerate=False)` or OFFSETWATCH_NO_SPEEDUPS=1 turns it off;
 tests/exporter/state/test_ingest_speedups.py checks both paths leave the same state.
+
+With sinks (republishing, archiving) the C loop runs too when every sink takes encoded
+batches (`EncodedSink`: the archive's and the publisher's guards, exporter/sinks/): the same
+module's `encode_commits` builds each commit's canonical JSON and identity key from its bytes
+(what `Canonical.to_json` and `identity_key` give for the decoded record, byte for byte:
+tests/exporter/sinks/test_encoded_sinks.py), `apply_commits` applies them, and the sinks take
+them as one `EncodedBatch`, in order. Anything else - another record kind, a tombstone, bytes
+the encoder does not read to the last, a sink that takes records one by one (the live stream
+while watched) - takes the Python path, record by record, between the batches.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import struct
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from offsetwatch.decoder.codec import WIRE_HEADER, Codec, built_from, in_use
 from offsetwatch.decoder.errors import DecodeError
@@ -63,6 +72,44 @@ class Quarantined:
 RecordSink = Callable[[AnyRecord], None]
 QuarantineSink = Callable[[Quarantined], None]
 
+#: one encoded commit: (partition, offset, timestamp) in `__consumer_offsets`, its identity
+#: key and its canonical JSON, both UTF-8 bytes (`encode_commits`)
+Encoded = tuple[int, int, int, bytes, bytes]
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """Consecutive applied commits as the C encoder wrote them, for the sinks.
+
+    `items[k]` is `messages[k]`'s; `record(k)` decodes that message on the Python path, for a
+    sink that must keep a record it could not take (exporter/sinks/sink_guard.py)."""
+
+    items: list[Encoded]
+    messages: list[RawMessage]
+    codec: Codec
+
+    def record(self, k: int) -> AnyRecord:
+        message = self.messages[k]
+        return self.codec.decode(
+            message.key(),
+            message.value(),
+            message.partition() or 0,
+            message.offset() or 0,
+            message.timestamp()[1],
+        )
+
+
+class EncodedSink(Protocol):
+    """A sink that also takes encoded batches (the sinks' guards)."""
+
+    def __call__(self, record: AnyRecord) -> None: ...
+
+    @property
+    def takes_encoded(self) -> bool: ...
+
+    def take_encoded(self, batch: EncodedBatch) -> None: ...
+
+
 _BUILT: Final = built_from(
     "offsetwatch.exporter.state._ingest_speedups",
     Path(__file__).with_name("_ingest_speedups.c"),
@@ -94,12 +141,14 @@ class Ingestor:
     #: metadata the C loop does not read) shows here before it shows as CPU.
     fast_path_records: dict[tuple[str, str], int] = field(default_factory=dict)
     _apply_commits: Any = field(default=None, init=False, repr=False, compare=False)
+    _encode_commits: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.accelerate:
             module, _why = ingest_accelerator()
             if module is not None:
                 self._apply_commits = module.apply_commits
+                self._encode_commits = getattr(module, "encode_commits", None)
 
     @property
     def accelerated(self) -> bool:
@@ -108,8 +157,13 @@ class Ingestor:
     def ingest(self, messages: Iterable[RawMessage]) -> int:
         """Decode and apply a batch; returns how many messages were handled."""
         apply_commits = self._apply_commits
-        if apply_commits is None or self.sinks or type(messages) is not list:
+        if apply_commits is None or type(messages) is not list:
             return self._ingest(messages)
+        if self.sinks:
+            takers = self._encoded_takers()
+            if takers is None:
+                return self._ingest(messages)
+            return self._ingest_encoded(messages, takers)
         # counts[key_type * 5 + version] of what the C loop applied (versions 0-4),
         # counts[10] all of it; filled in also when it raises, so the counters stay true
         counts = [0] * (_C_KINDS + 1)
@@ -131,19 +185,74 @@ class Ingestor:
                 self._ingest(messages[i : i + 1])
                 i += 1
         finally:
-            counters = self.state.counters
-            counters.records += counts[_C_KINDS]
-            counters.commits += counts[_C_KINDS]
-            self.stats.fast_path_records_total += counts[_C_KINDS]
-            fast = self.fast_path_records
-            for kind, count in enumerate(counts[:_C_KINDS]):
-                if count:
-                    key_type, version = divmod(kind, _C_VERSIONS)
-                    name = RECORD_TYPES[key_type].name
-                    self.stats.count_record(name, version, count)
-                    label = version_label(version)
-                    fast[name, label] = fast.get((name, label), 0) + count
+            self._count_fast(counts)
         return n
+
+    def _encoded_takers(self) -> list[Callable[[EncodedBatch], None]] | None:
+        """Every sink's `take_encoded`, or None when a sink takes records only one by one."""
+        if self._encode_commits is None:
+            return None
+        takers: list[Callable[[EncodedBatch], None]] = []
+        for sink in self.sinks:
+            if not getattr(sink, "takes_encoded", False):
+                return None
+            takers.append(cast(EncodedSink, sink).take_encoded)
+        return takers
+
+    def _ingest_encoded(
+        self, messages: list[RawMessage], takers: list[Callable[[EncodedBatch], None]]
+    ) -> int:
+        """`ingest` with sinks that take encoded batches: runs of commits are encoded, then
+        applied, then handed to every sink as one batch; each message the C loops stop at
+        takes the Python path alone (applied, then handed to the sinks as a record), so the
+        sinks see every record in the order of the messages."""
+        encode = self._encode_commits
+        apply_commits = self._apply_commits
+        counts = [0] * (_C_KINDS + 1)
+        n = len(messages)
+        i = 0
+        try:
+            while i < n:
+                items: list[Encoded] = []
+                end = encode(messages, i, items)
+                if end > i:
+                    chunk = messages if i == 0 and end == n else messages[i:end]
+                    applied = apply_commits(
+                        chunk, 0, self.state.groups, self.positions, counts,
+                        GroupState, PartitionTable,
+                    )  # fmt: skip
+                    if applied:
+                        if applied < len(items):
+                            del items[applied:]
+                            chunk = chunk[:applied]
+                        batch = EncodedBatch(items, chunk, self.codec)
+                        for take in takers:
+                            take(batch)
+                    i += applied
+                    if i < end:  # the apply loop stopped before the encoder: that one alone
+                        self._ingest(messages[i : i + 1])
+                        i += 1
+                    continue
+                self._ingest(messages[i : i + 1])
+                i += 1
+        finally:
+            self._count_fast(counts)
+        return n
+
+    def _count_fast(self, counts: list[int]) -> None:
+        """What the C loop applied, into the state's counters and the stats."""
+        counters = self.state.counters
+        counters.records += counts[_C_KINDS]
+        counters.commits += counts[_C_KINDS]
+        self.stats.fast_path_records_total += counts[_C_KINDS]
+        fast = self.fast_path_records
+        for kind, count in enumerate(counts[:_C_KINDS]):
+            if count:
+                key_type, version = divmod(kind, _C_VERSIONS)
+                name = RECORD_TYPES[key_type].name
+                self.stats.count_record(name, version, count)
+                label = version_label(version)
+                fast[name, label] = fast.get((name, label), 0) + count
 
     def fast_path_share(self) -> dict[tuple[str, str], tuple[int, int]]:
         """(record type name, value version label) -> (records the C loop applied, records
