@@ -76,12 +76,24 @@ class PublisherStats:
 class _Lane:
     """One source partition: registered records in offset order, oldest first."""
 
-    __slots__ = ("done_upto", "partition", "queue")
+    __slots__ = ("done_upto", "live", "partition", "queue")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.queue: deque[DeliveryToken] = deque()
         self.done_upto = -1  # offset + 1 of the last record released from the queue
+        #: False once the tracker dropped the lane (reset, the source went back)
+        self.live = True
+
+
+class RunDeliveries:
+    """What `DeliveryToken.report` counted and the tracker has not settled yet."""
+
+    __slots__ = ("delivered", "live")
+
+    def __init__(self) -> None:
+        self.delivered = 0  # every delivery reported (the publisher's counters)
+        self.live = 0  # of them, those of live lanes (still in the tracker's in_flight)
 
 
 class DeliveryToken:
@@ -94,7 +106,7 @@ class DeliveryToken:
     watermark at its first record: never past a record that is not out.
     """
 
-    __slots__ = ("failed", "lane", "last", "offset", "outstanding")
+    __slots__ = ("counts", "failed", "lane", "last", "offset", "on_error", "outstanding")
 
     def __init__(self, lane: _Lane, offset: int, outstanding: int, last: int = -1) -> None:
         self.lane = lane
@@ -102,6 +114,24 @@ class DeliveryToken:
         self.last = offset if last < offset else last
         self.outstanding = outstanding
         self.failed = False
+        self.counts: RunDeliveries | None = None
+        self.on_error: Callable[[DeliveryToken, KafkaError, Any], None] | None = None
+
+    def report(self, err: KafkaError | None, msg: Any) -> None:
+        """The delivery callback of a run's records (`DeliveryTracker.register_run`): a
+        success only counts (no lock, no release: the tracker settles it when asked how far
+        the records are out, on the thread that serves the callbacks); a failure goes to
+        `on_error`, as any failed delivery."""
+        if err is not None:
+            assert self.on_error is not None
+            self.on_error(self, err, msg)
+            return
+        self.outstanding -= 1
+        counts = self.counts
+        assert counts is not None
+        counts.delivered += 1
+        if self.lane.live:
+            counts.live += 1
 
 
 class DeliveryTracker:
@@ -118,6 +148,8 @@ class DeliveryTracker:
         self._lock = threading.Lock()
         self._lanes: dict[int, _Lane] = {}
         self.in_flight = 0
+        #: successes of run tokens reported and not settled yet (`settle`)
+        self.runs = RunDeliveries()
 
     def register(self, partition: int, offset: int, outputs: int) -> DeliveryToken:
         """`outputs` deliveries are about to be produced for this record (0: nothing to do)."""
@@ -141,6 +173,7 @@ class DeliveryTracker:
                         offset,
                     )
                     self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
+                    lane.live = False
                     lane = self._lanes[partition] = _Lane(partition)
                 token = DeliveryToken(lane, offset, outputs)
                 lane.queue.append(token)
@@ -148,9 +181,17 @@ class DeliveryTracker:
             self._release(lane)
             return token
 
-    def register_run(self, partition: int, first: int, last: int, outputs: int) -> DeliveryToken:
+    def register_run(
+        self,
+        partition: int,
+        first: int,
+        last: int,
+        outputs: int,
+        on_error: Callable[[DeliveryToken, KafkaError, Any], None],
+    ) -> DeliveryToken:
         """One token for the records from `first` to `last` (consecutive records of the
-        partition as the source delivered them), with `outputs` deliveries to come."""
+        partition as the source delivered them), with `outputs` deliveries to come, each
+        reported to `token.report` (a failure to `on_error`, which must `complete` it)."""
         with self._lock:
             lane = self._lanes.get(partition)
             if lane is None:
@@ -164,8 +205,11 @@ class DeliveryTracker:
                     first,
                 )
                 self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
+                lane.live = False
                 lane = self._lanes[partition] = _Lane(partition)
             token = DeliveryToken(lane, first, outputs, last)
+            token.counts = self.runs
+            token.on_error = on_error
             lane.queue.append(token)
             self.in_flight += outputs
             return token
@@ -209,6 +253,22 @@ class DeliveryTracker:
                 token.failed = True
             self._release(lane)
 
+    def settle(self) -> None:
+        """Fold the successes `DeliveryToken.report` counted into in_flight, and release
+        what they completed."""
+        with self._lock:
+            self._settle()
+
+    def _settle(self) -> None:
+        runs = self.runs
+        if runs.live:
+            self.in_flight -= runs.live
+            runs.live = 0
+        for lane in self._lanes.values():
+            queue = lane.queue
+            if queue and queue[0].outstanding <= 0:
+                self._release(lane)
+
     @staticmethod
     def _release(lane: _Lane) -> None:
         queue = lane.queue
@@ -217,6 +277,7 @@ class DeliveryTracker:
 
     def confirmed(self) -> dict[int, int]:
         with self._lock:
+            self._settle()
             out: dict[int, int] = {}
             for partition, lane in self._lanes.items():
                 if lane.queue:
@@ -228,6 +289,7 @@ class DeliveryTracker:
     def failed_positions(self) -> dict[int, int]:
         """Per partition, the first record whose delivery failed (where the watermark stops)."""
         with self._lock:
+            self._settle()
             out: dict[int, int] = {}
             for partition, lane in self._lanes.items():
                 for token in lane.queue:
@@ -240,6 +302,7 @@ class DeliveryTracker:
         with self._lock:
             lane = self._lanes.pop(partition, None)
             if lane is not None:
+                lane.live = False
                 self.in_flight -= sum(max(0, t.outstanding) for t in lane.queue)
 
 
@@ -462,8 +525,8 @@ class RecordPublisher:
             while end < n and items[end][0] == partition:
                 end += 1
             token = self.tracker.register_run(partition, items[start][1], items[end - 1][1],
-                                              end - start)  # fmt: skip
-            callback = functools.partial(self._on_run_delivery, token)
+                                              end - start, self._on_delivery)  # fmt: skip
+            callback = token.report
             source_partition = (HEADER_SOURCE_PARTITION, str(partition).encode())
             k = start
             try:
@@ -598,16 +661,6 @@ class RecordPublisher:
         )
         self.tracker.complete(token, False)
 
-    def _on_run_delivery(self, token: DeliveryToken, err: KafkaError | None, _msg: Any) -> None:
-        """`_on_delivery` of `publish_encoded`'s records (all of the output topic)."""
-        if err is None:
-            with self._lock:
-                self._delivered += 1
-                self._records_delivered += 1
-            self.tracker.complete(token, True)
-            return
-        self._on_delivery(token, err, _msg)
-
     def _on_unpositioned_delivery(self, err: KafkaError | None, _msg: Any) -> None:
         with self._lock:
             if err is None:
@@ -735,11 +788,13 @@ class RecordPublisher:
             return self._fatal_error is None and self._failed == 0
 
     def stats(self) -> PublisherStats:
+        self.tracker.settle()
         with self._lock:
+            runs = self.tracker.runs.delivered  # all of the output topic
             return PublisherStats(
                 produced=self._produced,
-                delivered=self._delivered,
-                records_delivered=self._records_delivered,
+                delivered=self._delivered + runs,
+                records_delivered=self._records_delivered + runs,
                 failed=self._failed,
                 dead_lettered=self._dead_lettered,
                 dropped=self._dropped,
