@@ -1123,11 +1123,26 @@ encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             failed = 1;
         }
         else {
-            item = Py_BuildValue("(LLLNN)", (long long)c.partition, (long long)c.position,
-                                 (long long)c.timestamp, ident, body);
-            ident = body = NULL; /* stolen by the tuple (or dropped with it) */
-            if (item == NULL || PyList_Append(out, item) < 0) {
+            item = PyTuple_New(5);
+            PyObject *fields[3] = {PyLong_FromLongLong(c.partition),
+                                   PyLong_FromLongLong(c.position),
+                                   PyLong_FromLongLong(c.timestamp)};
+            if (item == NULL || fields[0] == NULL || fields[1] == NULL || fields[2] == NULL) {
+                for (int f = 0; f < 3; f++) {
+                    Py_XDECREF(fields[f]);
+                }
                 failed = 1;
+            }
+            else {
+                for (int f = 0; f < 3; f++) {
+                    PyTuple_SET_ITEM(item, f, fields[f]); /* steals it */
+                }
+                PyTuple_SET_ITEM(item, 3, ident);
+                PyTuple_SET_ITEM(item, 4, body);
+                ident = body = NULL; /* held by the tuple now */
+                if (PyList_Append(out, item) < 0) {
+                    failed = 1;
+                }
             }
         }
         Py_XDECREF(item);
