@@ -75,6 +75,8 @@ from offsetwatch.core.secret_files import SecretFileError, is_file_setting, reso
 from offsetwatch.core.textfiles import TextFileError, read_text
 from offsetwatch.core.topics import OFFSETS_TOPIC, internal_topic_problem, topic_name_problem
 from offsetwatch.durations import MAX_WAIT_S
+from offsetwatch.exporter.fleet.identity import replica_name_problem, url_problem
+from offsetwatch.exporter.fleet.membership import PROTOCOLS
 from offsetwatch.exporter.state.diagnosis_history import RING_SIZE
 
 ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
@@ -85,6 +87,7 @@ ENV_CONFIG_FILE: Final = "OFFSETWATCH_CONFIG"
 DEFAULT_HTTP_PORT: Final = 9380
 
 GRANULARITIES: Final = ("partition", "topic", "group")
+FLEET_PROTOCOLS: Final = PROTOCOLS
 PUBLISH_FORMATS: Final = ("json", "avro")
 ARCHIVE_FORMATS: Final = ("jsonl", "avro")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -187,6 +190,15 @@ class ExporterConfig:
     checkpoint_path: Path | None = None
     checkpoint_interval_s: float = 30.0
     log_level: str = "INFO"
+    #: share the work with the other exporters of this fleet (a Kafka consumer group of that
+    #: name over the offsets topic, docs/fleet.md); None = alone
+    fleet: str | None = None
+    #: this replica's name in the fleet; None: the host name
+    fleet_replica: str | None = None
+    #: the base URL the other replicas reach this one's HTTP API at; None: http(s)://HOST:PORT
+    #: of the host name and --http-port
+    fleet_url: str | None = None
+    fleet_protocol: str = "auto"
 
     def __post_init__(self) -> None:
         # freeze a private copy: a caller's dict changing later must not change the config
@@ -526,6 +538,43 @@ _SETTINGS: Final = (
     ),
     _Setting("checkpoint_interval_s", "float", "Seconds between two checkpoints.", "SECONDS"),
     _Setting("log_level", "str", "Log level.", choices=LOG_LEVELS),
+    _Setting(
+        "fleet",
+        "str",
+        "Share the work with the other exporters started with the same name: they join a "
+        "Kafka consumer group of that name over __consumer_offsets, and each reads, keeps and "
+        "exports only the groups of the partitions the group assigns it; a replica that dies "
+        "is replaced by the others within the group's session timeout. Any replica answers "
+        "the API for every group. Needs Read on the group of that name. See docs/fleet.md. "
+        "Empty: alone.",
+        "NAME",
+        optional=True,
+    ),
+    _Setting(
+        "fleet_replica",
+        "str",
+        "This replica's name in the fleet (letters, digits, '.', '_', '-'; unique in the "
+        "fleet). Default: the host name.",
+        "NAME",
+        optional=True,
+    ),
+    _Setting(
+        "fleet_url",
+        "str",
+        "Base URL at which the other replicas reach this one's HTTP API, e.g. "
+        "http://ow-1.monitoring:9380. Default: the host name and --http-port (https with "
+        "--web-config TLS).",
+        "URL",
+        optional=True,
+    ),
+    _Setting(
+        "fleet_protocol",
+        "str",
+        "The consumer group protocol of the fleet: 'consumer' (KIP-848, Kafka 4.0+), 'classic' "
+        "(cooperative-sticky, a 10 s session: faster take-over of a replica that dies "
+        "without leaving) or 'auto' (KIP-848 where the brokers have it, else classic).",
+        choices=FLEET_PROTOCOLS,
+    ),
 )
 _BY_NAME: Final = {s.name: s for s in _SETTINGS}
 _FIELD_DEFAULTS: Final[dict[str, Any]] = {
@@ -543,6 +592,41 @@ def _fail(name: str, message: str) -> ConfigError:
 
 
 _ROLL_BYTES_MAX: Final = 2**63 - 1
+
+
+def _validate_fleet(config: ExporterConfig) -> None:
+    if config.fleet is None:
+        for name in ("fleet_replica", "fleet_url"):
+            if getattr(config, name) is not None:
+                raise _fail(name, "only goes with --fleet NAME")
+        return
+    problem = replica_name_problem(config.fleet)
+    if problem is not None:
+        raise _fail("fleet", f"{config.fleet!r} cannot name a fleet: {problem}")
+    for sink in ("publish_topic", "archive_dir"):
+        if getattr(config, sink) is not None:
+            # a partition gained is read from its start: its records would reach the sink
+            # again, where the resume marks of its previous owner are not known
+            raise _fail(
+                sink,
+                "does not go with --fleet yet: each replica would write again what the "
+                "previous owner of a partition wrote; run the sinks in an exporter of their "
+                "own (docs/fleet.md)",
+            )
+    if config.fleet_replica is not None:
+        problem = replica_name_problem(config.fleet_replica)
+        if problem is not None:
+            raise _fail("fleet_replica", f"{config.fleet_replica!r}: {problem}")
+    if config.fleet_url is not None:
+        problem = url_problem(config.fleet_url)
+        if problem is not None:
+            raise _fail("fleet_url", f"{config.fleet_url!r}: {problem}")
+    elif config.http_port == 0:
+        raise _fail(
+            "fleet_url",
+            "is needed with --http-port 0: the other replicas must know where this one "
+            "answers (give a fixed --http-port, or the URL it is reached at)",
+        )
 
 
 def _validate(config: ExporterConfig) -> None:
@@ -625,6 +709,7 @@ def _validate(config: ExporterConfig) -> None:
     _check_choice(config, "publish_format", PUBLISH_FORMATS)
     _check_choice(config, "archive_format", ARCHIVE_FORMATS)
     _check_choice(config, "log_level", LOG_LEVELS)
+    _check_choice(config, "fleet_protocol", FLEET_PROTOCOLS)
     for name in ("group_allow", "group_deny", "topic_allow", "topic_deny"):
         pattern = getattr(config, name)
         if pattern is None:
@@ -636,6 +721,7 @@ def _validate(config: ExporterConfig) -> None:
                 f"invalid regex for {_BY_NAME[name].flag}: {error} (in {pattern!r}); it is a "
                 "Python regular expression searched in the name, e.g. '^orders-'"
             ) from None
+    _validate_fleet(config)
     for name in ("offsets_topic", "publish_topic", "publish_dlq_topic"):
         topic = getattr(config, name)
         problem = None if topic is None else topic_name_problem(topic)

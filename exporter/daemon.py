@@ -40,14 +40,17 @@ from typing import Final
 from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.atomic import probe_directory, writable_target
 from offsetwatch.core.connection import check_client_config
+from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
+from offsetwatch.exporter.fleet.replica import FleetPart, replica_identity
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.judge.judge import Judge
 from offsetwatch.exporter.judge.snapshot import Filters, Snapshot, SnapshotBuilder
 from offsetwatch.exporter.judge.status import StatusConfig
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
+from offsetwatch.exporter.serve.web_config import load_web_config
 from offsetwatch.exporter.sinks.checkpointer import Checkpointer
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks, SinkPartition
 from offsetwatch.exporter.sources.credential_watch import CredentialWatch
@@ -56,13 +59,15 @@ from offsetwatch.exporter.sources.kafka_source import (
     OffsetOutOfRange,
     OffsetsTopicSource,
     PartitionEof,
+    PartitionsAssigned,
+    PartitionsRevoked,
     SourceBatch,
     SourceError,
 )
 from offsetwatch.exporter.sources.reader import SourceReader
 from offsetwatch.exporter.state.store import PartitionState, StateStore
 from offsetwatch.exporter.state.topic_names import TopicIdNames
-from offsetwatch.exporter.stats import PipelineStats
+from offsetwatch.exporter.stats import FleetFigures, PipelineStats
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +199,13 @@ class Exporter:
     _stop: threading.Event = field(default_factory=threading.Event)
     #: the final flush or checkpoint at shutdown failed: the process must not exit 0
     close_failed: bool = False
+    #: this replica's part in its fleet (--fleet); None alone
+    fleet: FleetPart | None = None
+    #: in a fleet, the state restored from a checkpoint was cut down to the partitions the
+    #: group gave this replica at its first assignment
+    _fleet_pruned: bool = False
+    #: in a fleet, partitions gained and not read to their end yet (their groups are hidden)
+    _fleet_pending: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -267,12 +279,22 @@ class Exporter:
         self.store.freshness.since_ms = self.store.share_freshness.since_ms = self.clock_ms()
         positions = None if restored is None else restored.positions
         cluster_id = None if restored is None else restored.cluster_id
+        if cfg.fleet is not None:
+            self.stats.fleet_joined = False
+            tls = cfg.web_config is not None and load_web_config(cfg.web_config).tls is not None
+            self.fleet = FleetPart(
+                cfg,
+                replica_identity(cfg, tls),
+                self.kafka_config,
+                self._offsets_partition_count,
+            )
         self.readers.offsets = SourceReader(
             OffsetsTopicSource(
                 self.kafka_config(),
                 topic=cfg.offsets_topic,
                 start_positions=positions,
                 expected_cluster_id=cluster_id,
+                membership=None if self.fleet is None else self.fleet.membership,
             ),
             name="offsets_reader",
         )
@@ -307,6 +329,13 @@ class Exporter:
         self.stats.parts = [reader.health for reader in self.readers.all()]
         for reader in self.readers.all():
             reader.start()
+        if self.fleet is not None:
+            self.stats.parts.append(self.fleet.health)
+            self.fleet.start()
+
+    def _offsets_partition_count(self) -> int:
+        reader = self.readers.offsets
+        return 0 if reader is None else reader.source.partition_count()
 
     # -- sampler hand-over -----------------------------------------------------------------
 
@@ -406,6 +435,10 @@ class Exporter:
             return 0
         messages = batch.messages
         ends = {e.partition: e.offset for e in batch.events if isinstance(e, PartitionEof)}
+        if self._fleet_pending and not self._fleet_pending.isdisjoint(ends):
+            # applied below, so hidden no longer from the next snapshot on
+            self._fleet_pending.difference_update(ends)
+            self._publish_pending()
         if messages or ends:
             self.stats.source_last_error = None  # reading again, whatever failed before
         if not messages:
@@ -452,6 +485,8 @@ class Exporter:
         for reader in self.readers.all():
             reader.source.reconfigure(settings)
         self.sinks.reconfigure(settings)
+        if self.fleet is not None:
+            self.fleet.renew()
         if self.readers.renew_sampler is not None:
             self.readers.renew_sampler(settings)
 
@@ -493,8 +528,53 @@ class Exporter:
             else:
                 sinks.append(sink)
 
+    def _drop_partitions(self, partitions: tuple[int, ...]) -> None:
+        """Partitions the fleet's group gave another replica: their groups, positions and
+        resume marks go now (their series leave /metrics at the next snapshot)."""
+        count = self._offsets_partition_count()
+        for partition in partitions:
+            taken = self.store.take(partition, count)
+            self.sinks.take(partition)
+            self.stats.forget_partition(partition)
+            log.info(
+                "%s partition %d is another replica's now: %d group(s) dropped",
+                self.config.offsets_topic,
+                partition,
+                len(taken.groups),
+            )
+        # the API must not serve the dropped groups until the next snapshot interval
+        self.schedule.next_snapshot_ms = 0
+
+    def _publish_pending(self) -> None:
+        pending = frozenset(self._fleet_pending)
+        self.store.catching_up = (pending, self._offsets_partition_count()) if pending else None
+
+    def _prune_to_assignment(self, source: OffsetsTopicSource) -> None:
+        """At the first assignment of a replica started from a checkpoint: what the
+        checkpoint held for partitions the group gave others goes."""
+        if self._fleet_pruned or not source.joined():
+            return
+        self._fleet_pruned = True
+        count = source.partition_count()
+        assigned = source.assigned_partitions()
+        held = set(self.store.positions) | {
+            partition_for(group_id, count) for group_id in self.store.offsets.groups
+        }
+        others = tuple(sorted(held - assigned))
+        if others and count > 0:
+            self._drop_partitions(others)
+
     def _on_event(self, event: object) -> bool:
         """Handle a source event; True when it rebuilt the state."""
+        if isinstance(event, PartitionsRevoked):
+            self._drop_partitions(event.partitions)
+            self._fleet_pending.difference_update(event.partitions)
+            self._publish_pending()
+            return False
+        if isinstance(event, PartitionsAssigned) and self.fleet is not None:
+            self._fleet_pending.update(event.partitions)
+            self._publish_pending()
+            return False
         if isinstance(event, OffsetOutOfRange):
             # the checkpoint points where the log no longer is: rebuild from scratch
             log.warning(
@@ -559,6 +639,13 @@ class Exporter:
         for partition, end in reader.end_offsets().items():
             stats.set_high_watermark(partition, end)
         self._note_refused_sources()
+        if self.fleet is not None:
+            self._prune_to_assignment(source)
+            stats.fleet_joined = source.joined()
+            view = self.fleet.view
+            stats.fleet = FleetFigures(
+                len(source.assigned_partitions()), len(view.replicas()), len(view.unowned())
+            )
 
     def _note_refused_sources(self) -> None:
         """The source topics the broker refuses (no Read, so no Describe either), with the
@@ -605,6 +692,9 @@ class Exporter:
         # idle partition, so nothing is judged stale
         sampled = self.readers.request_sample is not None
         stale_after_ms = int(self.config.stale_after_s_resolved * 1000) if sampled else 0
+        if self.fleet is not None:
+            # a partition gained from another replica ages from when it came, not the start
+            self.store.freshness.track(assigned, self.clock_ms())
         self.stats.freshness = self.store.freshness.view(
             assigned, source.partition_count(), stale_after_ms, self.stats.source_last_error
         )
@@ -722,6 +812,8 @@ class Exporter:
         """Stop the readers, flush sinks, write the final checkpoint, close clients. A
         failure of any of them is logged as an ERROR that says what was lost and sets
         `close_failed`."""
+        if self.fleet is not None:
+            self.fleet.stop()
         readers = self.readers.all()
         for reader in readers:
             reader.request_stop()

@@ -70,6 +70,7 @@ class ExporterService:
             max_connections=cfg.http_max_connections,
             history=self.exporter.console_history,
             live=self.exporter.live,
+            fleet=self.exporter.fleet,
         )
 
     def _latest(self) -> tuple[Snapshot, PipelineStats]:

@@ -206,6 +206,15 @@ class UnknownSeen:
     what: str
 
 
+@dataclass(slots=True, frozen=True)
+class FleetFigures:
+    """A fleet replica's partitions, and the fleet as its coordinator last described it."""
+
+    owned: int
+    members: int
+    unowned: int
+
+
 @dataclass(slots=True)
 class PipelineStats:
     """Self-metrics of the pipeline. Times are epoch milliseconds (0 = never), durations seconds."""
@@ -273,6 +282,10 @@ class PipelineStats:
     #: source topics (`__consumer_offsets`, `__share_group_state`) the broker refuses to the
     #: exporter -> (its error, the grant of Read to make); replaced whole
     refused_sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: a fleet replica: the fleet's group gave it its first assignment (always True alone)
+    fleet_joined: bool = True
+    #: a fleet replica's view of its fleet, as of the last step (None alone)
+    fleet: FleetFigures | None = None
 
     # -- writers (ingest side) -------------------------------------------------------------
 
@@ -292,6 +305,11 @@ class PipelineStats:
 
     def set_position(self, partition: int, position: int) -> None:
         self.source_position[partition] = position
+
+    def forget_partition(self, partition: int) -> None:
+        """A `__consumer_offsets` partition another fleet replica reads now."""
+        self.source_position.pop(partition, None)
+        self.source_high_watermark.pop(partition, None)
 
     def set_high_watermark(self, partition: int, high_watermark: int) -> None:
         self.source_high_watermark[partition] = high_watermark

@@ -51,6 +51,7 @@ class Judge:
                 topic_names=store.topic_names.names,
                 denied_topics=store.denied_topics,
                 share_state_refused=store.share_state_refused,
+                catching_up=store.catching_up,
             )
             # KIP-848 assignments name topics by id (4.1+): the sampler looks the unnamed up
             store.topic_names.publish_unknown_assigned(self.builder.views.take_unnamed())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder.codec import built_from, in_use
+from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.judge.diagnosis import (
     DEFAULT_DIAGNOSIS_CONFIG,
@@ -239,8 +240,13 @@ class SnapshotBuilder:
         topic_names: dict[str, str] | None = None,
         denied_topics: Mapping[str, str] | None = None,
         share_state_refused: str | None = None,
+        catching_up: tuple[frozenset[int], int] | None = None,
     ) -> Snapshot:
+        """`catching_up`: (`__consumer_offsets` partitions being read from their start, the
+        partition count) of a fleet replica that just gained them: their groups are left out
+        until read to their end, never served half read."""
         groups = []
+        hidden, count = catching_up if catching_up is not None else (frozenset(), 0)
         if denied_topics is not None:
             self.denied_topics = denied_topics
         self.share_state_refused = share_state_refused
@@ -252,6 +258,8 @@ class SnapshotBuilder:
             self.views.topic_names = topic_names
         for group_id, group in list(state.groups.items()):
             if not self.filters.group_ok(group_id):
+                continue
+            if hidden and partition_for(group_id, count) in hidden:
                 continue
             snapshot = self._group(group, histories, now_ms, window_start_ms)
             partitions = share_groups.get(group_id)

@@ -469,6 +469,11 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
             f"not authorized to read {offsets_refused[0]} ({offsets_refused[1]}); grant it: "
             f"{offsets_refused[2]}"
         )
+    elif not stats.fleet_joined:
+        body["reason"] = (
+            "waiting for the fleet's consumer group to give this replica its "
+            "__consumer_offsets partitions"
+        )
     elif not stats.ready:
         if known == 0:
             body["reason"] = "catching up: no __consumer_offsets partition positions known yet"

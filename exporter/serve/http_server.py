@@ -10,12 +10,15 @@
 ``/api/v1/history/lag-seconds`` every group's recent lag seconds (the console's sparklines)
 ``/api/v1/health``              the exporter's own health (console)
 ``/api/v1/records/stream``      decoded records as they are ingested (Server-Sent Events)
+``/api/v1/fleet``               with --fleet: which replica owns which partition (JSON)
 ``/``, ``/groups[/ID]``,        the operator console (HTML; ``/`` answers the plain-text index
 ``/live``, ``/health``          to clients that do not accept HTML), ``/static/*`` its files
 ==============================  ============================================================
 
 Every request only reads the latest snapshot and stats (see `SnapshotCollector`); nothing here
 talks to Kafka, so a slow or frequent scraper cannot slow down ingestion beyond its CPU share.
+In a fleet, the group API of a group another replica holds asks that replica
+(exporter/serve/fleet_api.py) inside the API's slots, never /metrics'.
 Access logging goes to the `offsetwatch.exporter.serve.http_server` logger at DEBUG, never to
 stderr.
 
@@ -63,8 +66,9 @@ from urllib.parse import parse_qs, unquote
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 
+from offsetwatch.exporter.fleet.replica import FleetPart
 from offsetwatch.exporter.judge.snapshot import Snapshot
-from offsetwatch.exporter.serve import api, console_api
+from offsetwatch.exporter.serve import api, console_api, fleet_api
 from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.console_static import PAGE_HEADERS, console_page, static_file
 from offsetwatch.exporter.serve.console_stream import DEFAULT_MAX_STREAMS, Streams
@@ -103,6 +107,7 @@ _TEXT: Final = "text/plain; charset=utf-8"
 _GROUPS: Final = "/api/v1/groups"
 _HISTORY_SUFFIX: Final = "/history"
 _STREAM: Final = "/api/v1/records/stream"
+_FLEET: Final = "/api/v1/fleet"
 _HTML: Final = "text/html; charset=utf-8"
 #: console paths that show the console page (a group's page is checked against the snapshot)
 _CONSOLE_PATHS: Final = frozenset({"/groups", "/groups/", "/live", "/health"})
@@ -406,7 +411,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200 if ready else 503, body, head)
             elif path in (_GROUPS, _GROUPS + "/"):
                 snapshot = app.snapshot()
-                self._cached(app.groups_json, snapshot, lambda: api.groups_list(snapshot), head)
+                if app.fleet is not None and not self._local():
+                    self._fleet_groups(app, app.fleet, snapshot, head)
+                else:
+                    self._cached(app.groups_json, snapshot, lambda: api.groups_list(snapshot), head)
+            elif path == _FLEET:
+                if app.fleet is None:
+                    self._json(404, {"error": "not a fleet replica (no --fleet)"}, head)
+                else:
+                    fleet = app.fleet
+                    self._json(200, fleet_api.fleet_json(fleet.view, fleet.identity), head)
             elif path.startswith(_GROUPS + "/"):
                 self._group(app, path[len(_GROUPS) + 1 :], head)
             elif path == "/api/v1/history/lag-seconds":
@@ -433,7 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path.startswith("/groups/"):
                 group_id = unquote(path[len("/groups/") :], errors="strict")
                 snapshot = app.snapshot()
-                if snapshot.group(group_id) is None:
+                # in a fleet the page's API calls reach the group's owner, wherever it is
+                if snapshot.group(group_id) is None and app.fleet is None:
                     page = console_page(missing_group=group_id, warming_up=not snapshot.ready)
                     self._page(404, page, head)
                 else:
@@ -472,7 +487,31 @@ class _Handler(BaseHTTPRequestHandler):
                     self._json(200, console_api.group_history(app.history, history_of), head)
                     return
                 group_id = history_of
+        fleet = app.fleet
+        if fleet is not None and not self._local():
+            answer = fleet_api.forward_group(
+                fleet.view, fleet.identity, group_id, rest, self.headers.get("Authorization")
+            )
+            if answer is not None:
+                headers = {fleet_api.SERVED_BY: answer.served_by} if answer.served_by else {}
+                self._send(answer.status, _JSON, [answer.body], head, headers)
+                return
         self._json(404, {"error": "unknown group", "group": group_id}, head)
+
+    def _local(self) -> bool:
+        """`?local=1`: this replica's own answer only (what a replica asks another for)."""
+        return parse_qs(self.path.partition("?")[2]).get("local") == ["1"]
+
+    def _fleet_groups(
+        self, app: ExporterHttpServer, fleet: FleetPart, snapshot: Snapshot, head: bool
+    ) -> None:
+        """Every group of the fleet, from any replica (exporter/serve/fleet_api.py)."""
+        own = api.groups_list(snapshot)
+        groups, missing = fleet_api.merged_groups(
+            fleet.view, fleet.identity, own, self.headers.get("Authorization")
+        )
+        headers = {fleet_api.INCOMPLETE: missing} if missing else None
+        self._json(200, groups, head, headers)
 
     def _cached(self, cache: _Encoded, key: object, build: Callable[[], Any], head: bool) -> None:
         body, gzipped = cache.get(key, build, accepts_gzip(self.headers.get("Accept-Encoding")))
@@ -600,6 +639,7 @@ class ExporterHttpServer:
         live: LiveRecords | None = None,
         max_streams: int = DEFAULT_MAX_STREAMS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        fleet: FleetPart | None = None,
     ) -> None:
         if workers < 2:
             raise ValueError("the HTTP server needs at least 2 workers")
@@ -618,6 +658,8 @@ class ExporterHttpServer:
         self.history = history if history is not None else ConsoleHistory()
         self.live = live if live is not None else LiveRecords()
         self.streams = Streams(self.live, limit=max_streams, write_timeout_s=request_timeout)
+        #: this replica's fleet (--fleet): groups it does not hold are asked of their owner
+        self.fleet = fleet
         self.groups_json = _Encoded()
         self.sparklines_json = _Encoded()
         #: requests refused because the queue was full, 401s

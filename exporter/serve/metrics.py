@@ -281,6 +281,24 @@ S_NOT_AUTHORIZED: Final = _g(
     "Resources the brokers refuse to the exporter right now, by resource type and operation "
     "(/readyz names each with the kafka-acls.sh grant to make).",
 )
+S_FLEET_OWNED: Final = _g(
+    "fleet_owned_partitions",
+    (),
+    "With --fleet: the __consumer_offsets partitions the fleet's group gave this replica "
+    "(it exports their groups only). Absent alone.",
+)
+S_FLEET_MEMBERS: Final = _g(
+    "fleet_members",
+    (),
+    "With --fleet: the replicas in the fleet's group, as its coordinator last described it.",
+)
+S_FLEET_UNOWNED: Final = _g(
+    "fleet_unowned_partitions",
+    (),
+    "With --fleet: __consumer_offsets partitions no replica holds, as the coordinator last "
+    "described the fleet's group: their groups are exported by no one (a handover, or too "
+    "few replicas running).",
+)
 S_FAST_PATH: Final = _c(
     "ingest_fast_path_records_total",
     (),
@@ -538,6 +556,9 @@ SELF_FAMILIES: Final = (
     S_SHARE_STATE_STALENESS,
     S_SHARE_STATE_STALE,
     S_NOT_AUTHORIZED,
+    S_FLEET_OWNED,
+    S_FLEET_MEMBERS,
+    S_FLEET_UNOWNED,
     S_FAST_PATH,
     S_CLIENTS_REPLACED,
     S_READY,
@@ -982,6 +1003,11 @@ def _self_families(
             (("topic", "Read"), len(stats.refused_sources)),
         ],
     )
+    fleet = stats.fleet
+    if fleet is not None:
+        yield S_FLEET_OWNED, [((), fleet.owned)]
+        yield S_FLEET_MEMBERS, [((), fleet.members)]
+        yield S_FLEET_UNOWNED, [((), fleet.unowned)]
     yield S_FAST_PATH, [((), stats.fast_path_records_total)]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]

@@ -54,6 +54,9 @@ class StateStore:
     denied_topics: dict[str, str] = field(default_factory=dict)
     #: the grant of Read on `__share_group_state` while the broker refuses it to the exporter
     share_state_refused: str | None = None
+    #: a fleet replica's `__consumer_offsets` partitions gained and not read to their end yet,
+    #: and the partition count: their groups are not served half read (None: none)
+    catching_up: tuple[frozenset[int], int] | None = None
     #: names of the topic ids share partitions and KIP-848 assignments are keyed by
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
     #: when the cluster last confirmed each `__consumer_offsets` partition's state complete

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -544,3 +545,27 @@ def test_a_secret_file_that_cannot_be_read_stops_the_start_naming_it(tmp_path: P
         f"OFFSETWATCH_KAFKA_SSL_KEY_PASSWORD_FILE: {tmp_path} is a directory; it must hold "
         "the ssl.key.password"
     )
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"fleet_replica": "r1"}, "--fleet-replica only goes with --fleet NAME"),
+        ({"fleet_url": "http://h:1"}, "--fleet-url only goes with --fleet NAME"),
+        ({"fleet": "a b", "http_port": 1}, "--fleet 'a b' cannot name a fleet"),
+        ({"fleet": "f", "http_port": 1, "fleet_replica": "a|b"}, "--fleet-replica 'a|b'"),
+        ({"fleet": "f", "fleet_url": "ftp://h:1"}, "the scheme must be http or https"),
+        ({"fleet": "f", "http_port": 0}, "--fleet-url is needed with --http-port 0"),
+        ({"fleet": "f", "http_port": 1, "fleet_protocol": "x"}, "--fleet-protocol must be one"),
+        ({"fleet": "f", "http_port": 1, "publish_topic": "t"}, "--publish-topic does not go"),
+        ({"fleet": "f", "http_port": 1, "archive_dir": Path("a")}, "--archive-dir does not go"),
+    ],
+)
+def test_fleet_settings_that_cannot_work_are_refused(settings: dict[str, Any], said: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        ExporterConfig(**settings)
+
+
+def test_a_fleet_replica_with_its_defaults() -> None:
+    config = ExporterConfig(fleet="prod", http_port=9380)
+    assert (config.fleet_protocol, config.fleet_replica, config.fleet_url) == ("auto", None, None)
