@@ -311,6 +311,11 @@ class OffsetsTopicSource:
         #: replica has nothing to be caught up with, and is not ready
         self._joined = False
         self._subscribed = False
+        #: partitions the group took from this member, and those it gave it (with where each
+        #: was started), inside the consume() of the current poll_batch: a consume can return
+        #: records fetched before a revocation its callbacks applied (`_drop_revoked`)
+        self._revoked_in_poll: set[int] = set()
+        self._assigned_in_poll: dict[int, int] = {}
         #: a topic that may not exist (`__share_group_state` before any share group): its
         #: absence is looked up again quietly, not reported as an error every few seconds
         self.optional = optional
@@ -506,10 +511,14 @@ class OffsetsTopicSource:
             self._replace_consumer()
         if self._clock() >= self._next_refresh:
             self._refresh_assignment()
+        self._revoked_in_poll.clear()
+        self._assigned_in_poll.clear()
         raw = self._consumer.consume(max_messages, timeout_s)
         if self._nudge:
             self._nudge_stuck()
         messages, last, failed = self._split(raw)
+        if self.membership is not None:
+            messages, last, failed = self._drop_revoked(messages, last, failed)
         events: list[SourceEvent] = []
         for m in failed:
             self._partition_error(m.partition(), m.offset(), m.error(), events)
@@ -548,6 +557,51 @@ class OffsetsTopicSource:
             else:
                 failed.append(m)
         return messages, last, failed
+
+    def _drop_revoked(
+        self, messages: list[RawMessage], last: dict[int, int], failed: list[Any]
+    ) -> tuple[list[RawMessage], dict[int, int], list[Any]]:
+        """The batch without what belongs to a partition this member does not hold.
+
+        The callbacks of a rebalance run inside consume(), after records of the revoked
+        partitions may already have been put in the batch; the daemon applies the batch's
+        PartitionsRevoked first, then its records, so such a record would bring part of a
+        group back into the state of a replica that no longer owns it, and export it half
+        read. Such records, ends and errors go (their new owner reads them). A partition taken
+        and given back within the same consume is read again from where the new assignment
+        started it: its records in this batch may come from either assignment."""
+        with self._lock:
+            assigned = set(self._assigned)
+        revoked = self._revoked_in_poll
+        drop = revoked | (last.keys() - assigned)
+        for m in failed:
+            partition = m.partition()
+            if partition is not None and partition >= 0 and partition not in assigned:
+                drop.add(partition)
+        if not drop:
+            return messages, last, failed
+        kept = [m for m in messages if m.partition() not in drop]
+        dropped = len(messages) - len(kept)
+        if dropped:
+            log.info(
+                "%s source: %d record(s) of partition(s) %s fetched before they were "
+                "revoked left out of the batch",
+                self.topic,
+                dropped,
+                sorted(drop & last.keys()),
+            )
+        again = {
+            p: start
+            for p, start in self._assigned_in_poll.items()
+            if p in revoked and p in assigned
+        }
+        if again:
+            self.seek(again)
+        return (
+            kept,
+            {p: offset for p, offset in last.items() if p not in drop},
+            [m for m in failed if m.partition() not in drop],
+        )
 
     def _fetched_since_down(self, last: dict[int, int], events: list[SourceEvent]) -> bool:
         """Whether this batch holds a record or an end beyond what was fetched before the
@@ -769,6 +823,7 @@ class OffsetsTopicSource:
             to_assign.append(TopicPartition(self.topic, tp.partition, OFFSET_BEGINNING))
             self._logical_starts[tp.partition] = OFFSET_BEGINNING
         consumer.incremental_assign(to_assign)
+        self._assigned_in_poll.update((tp.partition, tp.offset) for tp in to_assign)
         gained = tuple(sorted(tp.partition for tp in to_assign))
         with self._lock:
             self._joined = True
@@ -798,6 +853,7 @@ class OffsetsTopicSource:
             except (KafkaException, RuntimeError) as exc:  # closing, or already gone
                 log.debug("%s source: unassigning revoked partitions: %s", self.topic, exc)
         gone = tuple(sorted(tp.partition for tp in mine))
+        self._revoked_in_poll.update(gone)
         with self._lock:
             for partition in gone:
                 self._assigned.discard(partition)

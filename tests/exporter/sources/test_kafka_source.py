@@ -922,3 +922,121 @@ def test_a_refused_topic_is_said_once_with_the_grant_never_taken_for_absent(
         source.poll_batch()
     assert source.refused is None
     assert "can be read again" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# As a member of a fleet's group: a revocation in the middle of a poll (no Kafka)
+# --------------------------------------------------------------------------------------------
+
+
+class _Eof(_Message):
+    """A PARTITION_EOF as the client delivers it: an error message."""
+
+    def error(self) -> KafkaError:  # type: ignore[override]
+        return KafkaError(KafkaError._PARTITION_EOF, "end")
+
+
+class _Member(_Prefetched):
+    """A fleet member's consumer of partitions 0 and 1 whose consume() runs the rebalance
+    callbacks `script` says after it has put the records of `batch` in its answer: records
+    collected before the callback, as librdkafka's batch consume does."""
+
+    def __init__(self) -> None:
+        super().__init__(fetched=100, per_call=0)
+        self.callbacks: dict[str, Any] = {}
+        self.assigned: list[tuple[int, int]] = []
+        self.unassigned: list[int] = []
+        self.script: list[tuple[str, list[int]]] = []
+        self.batch: list[_Message] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        partitions = {0: SimpleNamespace(id=0), 1: SimpleNamespace(id=1)}
+        md = SimpleNamespace(partitions=partitions, error=None)
+        return SimpleNamespace(cluster_id="c1", topics={topic: md})
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.callbacks = callbacks
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned += [(tp.partition, tp.offset) for tp in partitions]
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self.unassigned += [tp.partition for tp in partitions]
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(OFFSETS_TOPIC, p) for p in (0, 1)]
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Message]:
+        out, self.batch = self.batch, []
+        for which, partitions in self.script:
+            self.callbacks[f"on_{which}"](
+                self, [TopicPartition(OFFSETS_TOPIC, p) for p in partitions]
+            )
+        self.script = []
+        return out
+
+
+def _member_source() -> tuple[OffsetsTopicSource, _Member]:
+    from offsetwatch.exporter.fleet.membership import membership
+
+    consumer = _Member()
+    source = OffsetsTopicSource(
+        {},
+        consumer_factory=lambda _config: consumer,
+        membership=membership("fleet", "offsetwatch-fleet|r0|", "classic"),
+    )
+    consumer.script = [("assign", [0, 1])]
+    consumer.batch = []
+    first = source.poll_batch()
+    assert first.events == [PartitionsAssigned((0, 1))]
+    consumer.batch = [_Message(p, o) for o in range(5) for p in (0, 1)]
+    source.poll_batch()
+    assert source.positions() == {0: 5, 1: 5}
+    return source, consumer
+
+
+def test_records_of_a_partition_revoked_inside_the_poll_are_left_out() -> None:
+    """The revocation's callback runs inside consume(), after records of that partition were
+    put in the batch (and its end): the batch says PartitionsRevoked and holds none of them,
+    so the daemon, which drops the partition first, cannot bring part of a group back."""
+    from offsetwatch.exporter.sources.kafka_source import PartitionsRevoked
+
+    source, consumer = _member_source()
+    consumer.batch = [_Message(0, 5), _Message(1, 5), _Message(1, 6), _Eof(1, 7), _Message(0, 6)]
+    consumer.script = [("revoke", [1])]
+    batch = source.poll_batch()
+    assert [(m.partition(), m.offset()) for m in batch.messages] == [(0, 5), (0, 6)]
+    assert batch.events == [PartitionsRevoked((1,))]
+    assert batch.next_positions() == {0: 7}
+    assert source.positions() == {0: 7}
+    assert source.assigned_partitions() == {0}
+    assert consumer.unassigned == [1]
+    # records of it still in the client's queue later are not delivered either
+    consumer.batch = [_Message(1, 7), _Message(0, 7)]
+    later = source.poll_batch()
+    assert [(m.partition(), m.offset()) for m in later.messages] == [(0, 7)]
+    assert source.positions() == {0: 8}
+    source.close()
+
+
+def test_a_partition_lost_and_given_back_inside_one_poll_is_read_again_from_its_start() -> None:
+    """Taken and given back within one consume(): the batch's records of it may be from the
+    old assignment (fetched before the revocation); none is delivered, and it is read again
+    from where the new assignment starts it, as the daemon expects of a partition gained."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    from offsetwatch.exporter.sources.kafka_source import PartitionsRevoked
+
+    source, consumer = _member_source()
+    consumer.batch = [_Message(1, 5), _Message(0, 5)]
+    consumer.script = [("lost", [1]), ("assign", [1])]
+    assigned_before = len(consumer.assigned)
+    batch = source.poll_batch()
+    assert [(m.partition(), m.offset()) for m in batch.messages] == [(0, 5)]
+    assert batch.events == [PartitionsRevoked((1,), lost=True), PartitionsAssigned((1,))]
+    # assigned by the callback, then once more from its start after the batch was cut
+    assert consumer.assigned[assigned_before:] == [(1, OFFSET_BEGINNING), (1, OFFSET_BEGINNING)]
+    assert source.positions() == {0: 6}
+    assert source.assigned_partitions() == {0, 1}
+    assert not source.caught_up()
+    source.close()
