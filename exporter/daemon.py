@@ -138,6 +138,10 @@ class Readers:
     share: SourceReader | None = None
     #: the sampler's rounds, put by its thread, taken by the main loop
     samples: queue.SimpleQueue[Sample] = field(default_factory=queue.SimpleQueue)
+    #: histories the sampler rebuilt from record timestamps (a fleet replica's gains)
+    backfills: queue.SimpleQueue[list[tuple[int, dict[tuple[str, int], int]]]] = field(
+        default_factory=queue.SimpleQueue
+    )
     #: the data partitions to sample, published by the main loop (immutable)
     tracked: frozenset[tuple[str, int]] = frozenset()
     #: the sampler's rounds of the source's own log ends (exporter/state/source_freshness.py)
@@ -374,7 +378,21 @@ class Exporter:
         """Called on the sampler thread: how many admin clients it replaced so far."""
         self.stats.clients_replaced_total["log_end_sampler"] = total
 
+    def on_backfill(self, points: list[tuple[int, dict[tuple[str, int], int]]]) -> None:
+        """Called on the sampler thread: the history, rebuilt from record timestamps, of the
+        partitions it is about to sample for the first time (a fleet replica's gains)."""
+        self.readers.backfills.put(points)
+
     def _apply_samples(self) -> None:
+        # a rebuilt history goes first: it is older than any round that samples its
+        # partitions, and only the sampler's own rounds reach the sinks as log_end records
+        while True:
+            try:
+                points = self.readers.backfills.get_nowait()
+            except queue.Empty:
+                break
+            for time_ms, log_ends in points:
+                self.store.apply_sample(time_ms, dict(log_ends))
         samples = self.readers.samples
         while True:
             try:

@@ -48,6 +48,10 @@ class ExporterService:
             share_state_topic=SHARE_STATE_TOPIC,
             share_state_partitions=self.exporter.share_state_partitions,
             on_share_state_ends=self.exporter.on_share_state_ends,
+            # a fleet replica takes partitions over from others: their groups' history is
+            # rebuilt from Kafka's timestamps, so lag seconds and STALL hold across a handover
+            backfill_window_s=cfg.status_window_s if cfg.fleet is not None else 0.0,
+            on_backfill=self.exporter.on_backfill,
         )
         self.exporter.readers.request_sample = self.sampler.wake
         self.exporter.readers.renew_sampler = self.sampler.reconfigure

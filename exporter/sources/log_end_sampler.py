@@ -56,6 +56,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from offsetwatch.exporter.kafka_clients import AddressWatch, redact
 from offsetwatch.exporter.sources.leader_backoff import PROBE_TIMEOUT_S, LeaderBackoff
+from offsetwatch.exporter.sources.log_end_backfill import Backfill, backfill_times, rebuild
 from offsetwatch.exporter.sources.topic_id_resolver import TopicIdResolver
 from offsetwatch.exporter.stats import PartHealth
 
@@ -136,6 +137,8 @@ class LogEndSampler:
         share_state_partitions: Callable[[], Collection[int]] | None = None,
         on_share_state_ends: SourceEndsCallback | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        backfill_window_s: float = 0.0,
+        on_backfill: Callable[[Backfill], None] | None = None,
     ) -> None:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
@@ -175,6 +178,12 @@ class LogEndSampler:
         self._share_state_partitions = share_state_partitions
         self._on_share_state_ends = on_share_state_ends
         self._on_denied = on_denied
+        #: a fleet replica's partitions first sampled get the window before them rebuilt
+        #: from Kafka's timestamps (exporter/sources/log_end_backfill.py), handed over
+        #: before the round that first samples them
+        self._backfill_window_ms = int(backfill_window_s * 1000)
+        self._on_backfill = on_backfill
+        self._sampled: set[TopicPartitionKey] = set()
         self._topic_ids = topic_ids
         self._on_topic_names = on_topic_names
         self._resolver = TopicIdResolver(self._admin, request_timeout_s)
@@ -357,6 +366,8 @@ class LogEndSampler:
             time.monotonic() - started,
             error,
         )
+        if self._on_backfill is not None and self._backfill_window_ms > 0:
+            self._backfill(time_ms, wanted, results)
         if results or not wanted:
             try:
                 self._on_sample(time_ms, results)
@@ -365,6 +376,43 @@ class LogEndSampler:
                 log.exception("on_sample callback failed")
         self._sample_source(time_ms)
         return self._finish(sample)
+
+    def _backfill(
+        self,
+        time_ms: int,
+        wanted: list[TopicPartitionKey],
+        results: Mapping[TopicPartitionKey, int | None],
+    ) -> None:
+        """The history before this round of the partitions it samples for the first time
+        (a partition left and come back counts as new: its history was another's)."""
+        self._sampled.intersection_update(wanted)
+        ends = {k: v for k, v in results.items() if v is not None and k not in self._sampled}
+        if not ends:
+            return
+        times = backfill_times(
+            time_ms, self._backfill_window_ms, max(1, int(self.interval_s * 1000))
+        )
+        try:
+            points = rebuild(
+                self._admin, sorted(ends), ends, times, self._isolation, self._timeout_s
+            )
+        except (KafkaException, ValueError) as exc:
+            log.warning(
+                "rebuilding the log-end history of %d partition(s) from record timestamps "
+                "failed (%s): their lag in seconds and status build up from this round on",
+                len(ends),
+                _describe(exc),
+            )
+            points = []
+        self._sampled.update(ends)
+        if not points:
+            return
+        try:
+            assert self._on_backfill is not None
+            self._on_backfill(points)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("on_backfill callback failed")
 
     def _resolve_topic_ids(self) -> None:
         """Names for the topic ids the exporter asks about, handed back before the round's

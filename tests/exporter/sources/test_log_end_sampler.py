@@ -497,3 +497,43 @@ def test_a_leader_librdkafka_could_not_connect_to_is_not_asked_at_all(
     assert sampler.silent_leaders == (2,)
     assert "Connect to ipv4#127.0.0.1:9092 failed" in caplog.text  # the line itself goes on
     assert "broker 2, leader of sampled partitions, lost or refused the connection" in caplog.text
+
+
+def test_partitions_sampled_first_get_their_history_rebuilt_once() -> None:
+    """A fleet replica's gained partitions: the window before their first round is rebuilt
+    from record timestamps and handed over before that round; a partition that leaves and
+    comes back (another owner meanwhile) is rebuilt again."""
+    events: list[tuple[str, object]] = []
+    tracked = [("ok", 0)]
+    clock = [100_000]
+    sampler = LogEndSampler(
+        {},
+        partitions=lambda: tracked,
+        on_sample=lambda t, o: events.append(("sample", (t, dict(o)))),
+        interval_s=10.0,
+        wall_clock_ms=lambda: clock[0],
+        admin_factory=_FakeAdmin,
+        backfill_window_s=30.0,
+        on_backfill=lambda points: events.append(("backfill", [t for t, _ in points])),
+    )
+    sampler.sample_once()
+    # the fake answers every timestamp with the partition's end (100): one point per interval
+    assert events == [
+        ("backfill", [70_000, 80_000, 90_000]),
+        ("sample", (100_000, {("ok", 0): 100})),
+    ]
+    events.clear()
+    clock[0] += 10_000
+    tracked.append(("ok", 1))
+    sampler.sample_once()
+    assert events[0] == ("backfill", [80_000, 90_000, 100_000])  # ("ok", 1) only
+    assert [k for k in events[1][1][1]] == [("ok", 0), ("ok", 1)]  # type: ignore[index]
+    events.clear()
+    tracked.remove(("ok", 0))
+    clock[0] += 10_000
+    sampler.sample_once()
+    assert [kind for kind, _ in events] == ["sample"]
+    tracked.append(("ok", 0))
+    clock[0] += 10_000
+    sampler.sample_once()
+    assert [kind for kind, _ in events] == ["sample", "backfill", "sample"]

@@ -1,0 +1,118 @@
+"""A handover loses no history (issue 32 item 3), on the real broker: the replica that takes a
+group over rebuilds its partitions' log-end history from Kafka's record timestamps, so its
+lag in seconds is the previous owner's from its first sample, not one that starts again at
+zero. Two replicas (classic protocol) as child processes; the group's owner is stopped."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+from tests.exporter.daemon_helpers import group_path, wait_for
+from tests.exporter.exporter_process import ExporterProcess
+from tests.real_broker import Broker, retry, unique
+
+pytestmark = pytest.mark.broker
+
+SAMPLE_S = 1.0
+
+
+def _port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _replica(
+    broker: Broker, fleet: str, name: str, tmp_path: Path, children: list[ExporterProcess]
+) -> ExporterProcess:
+    port = _port()
+    argv = [
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--sample-interval-s",
+        str(SAMPLE_S),
+        "--snapshot-interval-s",
+        "0.5",
+        "--fleet",
+        fleet,
+        "--fleet-replica",
+        name,
+        "--fleet-url",
+        f"http://127.0.0.1:{port}",
+        "--fleet-protocol",
+        "classic",
+    ]
+    return ExporterProcess.start(argv, tmp_path / f"{name}.log", children)
+
+
+def _detail(exporter: ExporterProcess, group: str) -> dict[str, Any] | None:
+    answer = exporter.get(group_path(group) + "?local=1")
+    return dict(answer.json()) if answer.status == 200 else None
+
+
+def _lag_seconds(exporter: ExporterProcess, group: str) -> float | None:
+    detail = _detail(exporter, group)
+    if detail is None or detail["total_lag"] != 10:
+        return None
+    return float(detail["max_lag_seconds"])
+
+
+def test_the_new_owner_shows_the_lag_seconds_of_the_old_one(
+    kafka_broker: Broker, tmp_path: Path, children: list[ExporterProcess]
+) -> None:
+    fleet, topic, group = unique("fleet"), unique("orders"), unique("stuck")
+    kafka_broker.create_topic(topic, 1)
+    replicas = [_replica(kafka_broker, fleet, f"h{i}", tmp_path, children) for i in range(2)]
+    for replica in replicas:
+        wait_for(lambda r=replica: r.get("/readyz").status == 200, "ready", describe=replica.tail)  # type: ignore[misc]
+    # the records the group never reads, after the replicas started: both see them arrive
+    produced_at = time.time()
+    kafka_broker.produce(topic, [10])
+    admin = kafka_broker.admin()  # kept alive until its futures answer
+
+    def commit() -> None:
+        tps = [TopicPartition(topic, 0, 0)]
+        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
+        for future in futures.values():
+            for tp in future.result(timeout=60).topic_partitions:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+
+    retry(commit)
+    wait_for(
+        lambda: any(_lag_seconds(r, group) for r in replicas),
+        "the owner shows the group's lag seconds",
+        describe=lambda: [_detail(r, group) for r in replicas],
+    )
+    owner = next(r for r in replicas if _lag_seconds(r, group) is not None)
+    other = next(r for r in replicas if r is not owner)
+    wait_for(lambda: (_lag_seconds(owner, group) or 0) > 4, "lag seconds past 4")
+    before = _lag_seconds(owner, group)
+    assert before is not None
+    assert abs(before - (time.time() - produced_at)) <= 2 * SAMPLE_S + 1, before
+    owner.end(signal.SIGTERM)
+    wait_for(
+        lambda: _lag_seconds(other, group) is not None,
+        "the other replica exports the group",
+        describe=lambda: (_detail(other, group), other.tail()),
+    )
+    after = _lag_seconds(other, group)
+    true_lag = time.time() - produced_at
+    print(
+        f"handover: lag seconds {before:.1f} at the old owner, {after} at the new "
+        f"(true {true_lag:.1f})"
+    )
+    assert after is not None
+    # what the old owner would show now, within a sampling interval of each, not from zero
+    assert abs(after - true_lag) <= 2 * SAMPLE_S + 1, (after, true_lag)
