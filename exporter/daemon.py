@@ -292,6 +292,7 @@ class Exporter:
                 self.kafka_config,
                 self._offsets_partition_count,
             )
+            self.fleet.check_name_free()  # an application's group is refused (FleetNameTaken)
         self.readers.offsets = SourceReader(
             OffsetsTopicSource(
                 self.kafka_config(),

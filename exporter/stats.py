@@ -213,6 +213,9 @@ class FleetFigures:
     owned: int
     members: int
     unowned: int
+    #: replicas whose settings fingerprint differs from this one's (exporter/fleet/view.py,
+    #: `FleetPart.mismatched`): the fleet's union mixes two exports while it is not 0
+    settings_mismatched: int = 0
 
 
 @dataclass(slots=True)

@@ -91,6 +91,16 @@ class FleetView:
     def replicas(self) -> tuple[FleetMember, ...]:
         return tuple(m for m in self.members if m.replica is not None)
 
+    def mismatched(self, fingerprint: str | None) -> tuple[FleetMember, ...]:
+        """The replicas whose settings fingerprint is not `fingerprint` (this replica's):
+        they filter or aggregate otherwise, so the fleet's union would mix two exports. One
+        that announces none (an older offsetwatch) cannot be shown to agree: it is listed."""
+        return tuple(
+            m
+            for m in self.members
+            if m.replica is not None and m.replica.fingerprint != fingerprint
+        )
+
 
 def member_of(description_member: Any, topic: str) -> FleetMember:
     """A FleetMember of confluent-kafka's MemberDescription (its assignment on `topic`)."""
@@ -116,8 +126,14 @@ class FleetWatch:
         describe: Callable[[str], tuple[str, list[Any]]],
         partition_count: Callable[[], int],
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        me: ReplicaIdentity | None = None,
     ) -> None:
         self.fleet, self.topic = fleet, topic
+        #: this replica: the others' settings fingerprints are compared with its own
+        self.me = me
+        #: the (replica, fingerprint) pairs out of step last said, so a mismatch is said
+        #: once when it starts or changes, not at every refresh
+        self._mismatch_said: frozenset[tuple[str, str | None]] = frozenset()
         self._describe = describe
         self._partition_count = partition_count
         self._clock_ms = clock_ms
@@ -155,4 +171,70 @@ class FleetWatch:
         self._failing = False
         with self._lock:
             self.view = view
+        if self.me is not None:
+            self._say_mismatch(view, self.me)
         return view
+
+    def _say_mismatch(self, view: FleetView, me: ReplicaIdentity) -> None:
+        """One WARNING when replicas with other export settings appear (or the set changes),
+        naming them and which side is out of step; one INFO when they agree again."""
+        others = view.mismatched(me.fingerprint)
+        key = frozenset(
+            (m.replica.name, m.replica.fingerprint) for m in others if m.replica is not None
+        )
+        if key == self._mismatch_said:
+            return
+        self._mismatch_said = key
+        if not key:
+            log.info("fleet %s: every replica exports with the same settings again", self.fleet)
+            return
+        log.warning("%s", mismatch_line(view, me))
+
+
+def _fingerprint_text(fingerprint: str | None) -> str:
+    return fingerprint or "none (an offsetwatch that announces no settings)"
+
+
+def mismatch_line(view: FleetView, me: ReplicaIdentity) -> str:
+    """The one line that says which replicas export with other settings than `me`, and who
+    is out of step: the replicas in the minority (by settings fingerprint) are."""
+    names: dict[str | None, set[str]] = {}
+    for member in view.replicas():
+        assert member.replica is not None
+        names.setdefault(member.replica.fingerprint, set()).add(member.replica.name)
+    names.setdefault(me.fingerprint, set()).add(me.name)
+    counts = sorted((len(n), fp or "") for fp, n in names.items())
+    largest = counts[-1][0]
+    majority = [fp for n, fp in counts if n == largest]
+    differing = sorted(
+        {
+            f"{m.replica.name} ({_fingerprint_text(m.replica.fingerprint)})"
+            for m in view.mismatched(me.fingerprint)
+            if m.replica is not None
+        }
+    )
+    agree = len(names[me.fingerprint])
+    if len(majority) > 1:
+        said = (
+            f"replica(s) {', '.join(differing)} export with other settings than this replica "
+            f"{me.name} ({_fingerprint_text(me.fingerprint)}), and no settings are shared by "
+            "more replicas than the others: which is out of step is for the operator to say"
+        )
+    elif majority[0] == (me.fingerprint or ""):
+        said = (
+            f"replica(s) {', '.join(differing)} export with other settings than the "
+            f"{agree} replica(s) with this one's ({me.name} among them, "
+            f"{_fingerprint_text(me.fingerprint)}): they are out of step"
+        )
+    else:
+        said = (
+            f"this replica {me.name} ({_fingerprint_text(me.fingerprint)}) exports with other "
+            f"settings than {largest} replica(s) that agree on {majority[0] or 'none'}: this "
+            f"replica is out of step (differing from it: {', '.join(differing)})"
+        )
+    return (
+        f"fleet {view.fleet}: {said}. The fleet's union mixes two exports (filters, "
+        "granularity, cluster name, aliases or status rules differ): give every replica the "
+        "same settings (each logs them at start, 'starting with ...') and restart the one out "
+        "of step"
+    )

@@ -39,11 +39,15 @@ class Answer:
 
 
 def fleet_json(view: FleetView, me: ReplicaIdentity) -> dict[str, Any]:
-    """The body of `/api/v1/fleet`: who owns which partition, and which none owns."""
+    """The body of `/api/v1/fleet`: who owns which partition, and which none owns; each
+    member's settings fingerprint, and the replicas whose fingerprint is not this one's."""
+    mismatched = view.mismatched(me.fingerprint)
     return {
         "fleet": view.fleet,
         "replica": me.name,
         "url": me.url,
+        "settings_fingerprint": me.fingerprint,
+        "mismatched": sorted({m.replica.name for m in mismatched if m.replica is not None}),
         "state": view.state,
         "described_at_ms": view.time_ms or None,
         "error": view.error,
@@ -53,6 +57,7 @@ def fleet_json(view: FleetView, me: ReplicaIdentity) -> dict[str, Any]:
             {
                 "replica": None if m.replica is None else m.replica.name,
                 "url": None if m.replica is None else m.replica.url,
+                "settings_fingerprint": None if m.replica is None else m.replica.fingerprint,
                 "client_id": m.client_id,
                 "host": m.host,
                 "member_id": m.member_id,

@@ -299,6 +299,13 @@ S_FLEET_UNOWNED: Final = _g(
     "described the fleet's group: their groups are exported by no one (a handover, or too "
     "few replicas running).",
 )
+S_FLEET_SETTINGS_MISMATCH: Final = _g(
+    "fleet_settings_mismatch",
+    (),
+    "With --fleet: 1 while a replica of the fleet exports with other settings (filters, "
+    "granularity, cluster name, aliases, status rules) than this one, as their settings "
+    "fingerprints say: the fleet's union mixes two exports. 0 otherwise.",
+)
 S_FAST_PATH: Final = _c(
     "ingest_fast_path_records_total",
     (),
@@ -559,6 +566,7 @@ SELF_FAMILIES: Final = (
     S_FLEET_OWNED,
     S_FLEET_MEMBERS,
     S_FLEET_UNOWNED,
+    S_FLEET_SETTINGS_MISMATCH,
     S_FAST_PATH,
     S_CLIENTS_REPLACED,
     S_READY,
@@ -1008,6 +1016,7 @@ def _self_families(
         yield S_FLEET_OWNED, [((), fleet.owned)]
         yield S_FLEET_MEMBERS, [((), fleet.members)]
         yield S_FLEET_UNOWNED, [((), fleet.unowned)]
+        yield S_FLEET_SETTINGS_MISMATCH, [((), int(fleet.settings_mismatched > 0))]
     yield S_FAST_PATH, [((), stats.fast_path_records_total)]
     yield S_CLIENTS_REPLACED, [((c,), n) for c, n in sorted(stats.clients_replaced_total.items())]
     yield S_READY, [((), int(stats.ready))]

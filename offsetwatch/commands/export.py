@@ -111,6 +111,7 @@ def _check_outputs(config: ExporterConfig) -> None:
 
 
 def _serve(config: ExporterConfig) -> int:
+    from offsetwatch.exporter.config import ConfigError
     from offsetwatch.exporter.service import ExporterService
 
     logging.getLogger(__name__).info("starting with %s", config.redacted())
@@ -118,6 +119,10 @@ def _serve(config: ExporterConfig) -> int:
         service = ExporterService(config)
     except OSError as error:
         raise UsageError(f"cannot start the exporter: {error}") from None
+    except ConfigError as error:
+        # a setting only Kafka can refuse (a --fleet name an application's group has): the
+        # same one line and exit 2 as a setting refused before the start
+        raise UsageError(str(error)) from None
     try:
         service.start()
     except OSError as error:

@@ -70,3 +70,28 @@ def test_replica_names() -> None:
     assert replica_name_problem("ow-a.1_x") is None
     for bad in ("", "a b", "a|b", "x" * 65, "ü"):
         assert replica_name_problem(bad) is not None
+
+
+def test_the_settings_fingerprint_is_the_fourth_field_and_three_fields_still_read() -> None:
+    with_fp = ReplicaIdentity("ow-a", "http://10.0.0.7:9380", "0123456789ab")
+    assert with_fp.client_id() == "offsetwatch-fleet|ow-a|http://10.0.0.7:9380|0123456789ab"
+    assert ReplicaIdentity.parse(with_fp.client_id()) == with_fp
+    # a replica from before the fingerprint: read, with none
+    older = ReplicaIdentity.parse("offsetwatch-fleet|ow-b|http://10.0.0.8:9380")
+    assert older == ReplicaIdentity("ow-b", "http://10.0.0.8:9380", None)
+    assert ReplicaIdentity.parse("offsetwatch-fleet|ow-c||0123456789ab") == ReplicaIdentity(
+        "ow-c", None, "0123456789ab"
+    )
+
+
+@pytest.mark.parametrize(
+    "client_id",
+    [
+        "offsetwatch-fleet|a|http://x:1|",
+        "offsetwatch-fleet|a|http://x:1|NOTHEX!!",
+        "offsetwatch-fleet|a|http://x:1|abc",
+        "offsetwatch-fleet|a|http://x:1|0123456789ab|more",
+    ],
+)
+def test_a_bad_fourth_field_is_no_replica(client_id: str) -> None:
+    assert ReplicaIdentity.parse(client_id) is None

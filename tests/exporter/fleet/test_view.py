@@ -83,3 +83,76 @@ def test_a_failed_description_keeps_the_last_view_and_says_why_once(
 def test_no_partition_count_yet_owns_no_group() -> None:
     watch = FleetWatch("fleet", TOPIC, lambda _f: ("EMPTY", []), lambda: 0)
     assert watch.refresh().owner_of_group("g") is None
+
+
+def test_replicas_with_other_settings_are_said_once_per_change_naming_who_is_out_of_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    me = ReplicaIdentity("a", "http://a:9380", "aaaaaaaaaaaa")
+    same = ReplicaIdentity("b", "http://b:9380", "aaaaaaaaaaaa")
+    other = ReplicaIdentity("c", "http://c:9380", "cccccccccccc")
+    older = ReplicaIdentity("d", "http://d:9380", None)
+    answers: list[list[Any]] = [
+        [_member(me.client_id(), [0]), _member(same.client_id(), [1])],
+        [
+            _member(me.client_id(), [0]),
+            _member(same.client_id(), [1]),
+            _member(other.client_id(), [2]),
+        ],
+    ]
+    watch = FleetWatch("fleet", TOPIC, lambda _f: ("STABLE", answers[0]), lambda: 4, me=me)
+    with caplog.at_level(logging.INFO):
+        view = watch.refresh()
+    assert view.mismatched(me.fingerprint) == ()
+    assert "settings" not in caplog.text
+    answers.pop(0)
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            view = watch.refresh()
+    assert [m.replica for m in view.mismatched(me.fingerprint)] == [other]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, caplog.text
+    line = warnings[0].getMessage()
+    assert "\n" not in line
+    assert "c (cccccccccccc)" in line and "they are out of step" in line
+    # a replica in the minority says it is the one out of step
+    lone = FleetWatch("fleet", TOPIC, lambda _f: ("STABLE", answers[0]), lambda: 4, me=other)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        lone.refresh()
+    assert "this replica c (cccccccccccc)" in caplog.text
+    assert "this replica is out of step" in caplog.text
+    # a change of who differs is said again; an older replica announcing none differs too
+    answers[0].append(_member(older.client_id(), [3]))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        view = watch.refresh()
+        watch.refresh()
+    assert caplog.text.count("export with other settings") == 1
+    assert "d (none (an offsetwatch that announces no settings))" in caplog.text
+    assert {m.replica.name for m in view.mismatched(me.fingerprint) if m.replica} == {"c", "d"}
+    # agreement again: one INFO
+    answers[0] = [_member(me.client_id(), [0, 1, 2, 3])]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        watch.refresh()
+        watch.refresh()
+    assert caplog.text.count("same settings again") == 1
+
+
+def test_a_tie_of_settings_names_no_side() -> None:
+    from offsetwatch.exporter.fleet.view import FleetMember, FleetView, mismatch_line
+
+    me = ReplicaIdentity("a", "http://a:1", "aaaaaaaaaaaa")
+    other = ReplicaIdentity("b", "http://b:1", "bbbbbbbbbbbb")
+    view = FleetView.of(
+        "fleet",
+        1,
+        "STABLE",
+        [
+            FleetMember("1", me.client_id(), "/h", me, (0,)),
+            FleetMember("2", "x", "/h", other, (1,)),
+        ],
+        2,
+    )
+    assert "for the operator to say" in mismatch_line(view, me)

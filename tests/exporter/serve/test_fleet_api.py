@@ -122,3 +122,22 @@ def test_the_fleet_json_marks_this_replica() -> None:
         ("me", [0, 1], True),
         ("other", [2], False),
     ]
+
+
+def test_the_fleet_json_gives_each_settings_fingerprint_and_the_mismatched() -> None:
+    me = ReplicaIdentity("me", "http://127.0.0.1:1", "aaaaaaaaaaaa")
+    other = ReplicaIdentity("other", "http://o:1", "bbbbbbbbbbbb")
+    members = [
+        FleetMember("m1", me.client_id(), "/h1", me, (0, 1)),
+        FleetMember("m2", other.client_id(), "/h2", other, (2, 3)),
+    ]
+    body = fleet_api.fleet_json(FleetView.of("fleet", 1000, "STABLE", members, PARTITIONS), me)
+    assert body["settings_fingerprint"] == "aaaaaaaaaaaa"
+    assert body["mismatched"] == ["other"]
+    assert [m["settings_fingerprint"] for m in body["members"]] == [
+        "aaaaaaaaaaaa",
+        "bbbbbbbbbbbb",
+    ]
+    agreeing = [FleetMember("m1", me.client_id(), "/h1", me, (0, 1, 2, 3))]
+    view = FleetView.of("fleet", 1000, "STABLE", agreeing, PARTITIONS)
+    assert fleet_api.fleet_json(view, me)["mismatched"] == []

@@ -762,3 +762,15 @@ def test_text_path_at_scale_equals_prometheus_client() -> None:
     assert again.chunks[0] is first.chunks[0]
     assert gzip.decompress(zipped.body) == again.body
     assert parse(first.body.decode()) == parse(reference.decode())
+
+
+def test_fleet_settings_mismatch_is_1_while_any_replica_differs(snapshot: Snapshot) -> None:
+    from offsetwatch.exporter.stats import FleetFigures
+
+    alone = parse(via_text(collector(snapshot, stats=PipelineStats(started_ms=NOW))))
+    assert not series(alone, "offsetwatch_fleet_settings_mismatch")
+    for mismatched, said in ((0, 0), (2, 1)):
+        stats = PipelineStats(started_ms=NOW)
+        stats.fleet = FleetFigures(10, 3, 0, settings_mismatched=mismatched)
+        s = parse(via_text(collector(snapshot, stats=stats)))
+        assert value(s, "offsetwatch_fleet_settings_mismatch") == said
