@@ -28,7 +28,7 @@ from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 from offsetwatch.exporter.sinks.sink_guard import PartialWrite
-from offsetwatch.exporter.state.ingest import Encoded
+from offsetwatch.exporter.state.ingest import Encoded, ingest_accelerator
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,13 @@ class DeliveryTracker:
 # Producer wrapper
 # ------------------------------------------------------------------------------------------
 
+
+def _produce_encoded() -> Callable[..., tuple[int, BaseException | None]] | None:
+    """The ingest accelerator's produce loop, or None (the Python loop of publish_encoded)."""
+    module, _why = ingest_accelerator()
+    return None if module is None else getattr(module, "produce_encoded", None)
+
+
 _DEFAULTS: dict[str, object] = {
     "client.id": "offsetwatch-publisher",
     "linger.ms": 50,
@@ -514,6 +521,8 @@ class RecordPublisher:
         if producer is None:
             raise PartialWrite(0, RuntimeError("publisher is closed"))
         produce = producer.produce
+        # the loop in C (exporter/state/_ingest_speedups.c produce_encoded) where it is built
+        fast = _produce_encoded()
         topic = self.output_topic
         source_topic = (HEADER_SOURCE_TOPIC, self._source_topic)
         cluster = self.source_cluster_id
@@ -528,12 +537,19 @@ class RecordPublisher:
                                               end - start, self._on_delivery)  # fmt: skip
             callback = token.report
             source_partition = (HEADER_SOURCE_PARTITION, str(partition).encode())
+            head = (source_topic, source_partition)
             k = start
             try:
-                for k in range(start, end):
+                while k < end:
+                    if fast is not None and type(items) is list:
+                        k, stopped = fast(produce, topic, items, k, end, head,
+                                          HEADER_SOURCE_OFFSET, tail, callback)  # fmt: skip
+                        if stopped is None:
+                            break
+                        if not isinstance(stopped, BufferError):
+                            raise stopped
                     _p, offset, _ts, key, value = items[k]
-                    headers = [source_topic, source_partition,
-                               (HEADER_SOURCE_OFFSET, str(offset).encode()), *tail]  # fmt: skip
+                    headers = [*head, (HEADER_SOURCE_OFFSET, str(offset).encode()), *tail]
                     try:
                         produce(topic, value, key, headers=headers, on_delivery=callback)
                     except BufferError:
@@ -541,6 +557,7 @@ class RecordPublisher:
                         self._produce(topic, key, value, headers, callback)
                         with self._lock:
                             self._produced -= 1  # counted below with the run
+                    k += 1
             except BaseException as error:
                 self.tracker.cut_run(token, items[k - 1][1] if k > start else None, end - k)
                 with self._lock:

@@ -1162,7 +1162,113 @@ encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * produce_encoded: the publisher's produce loop over encoded commits */
+
+static PyObject *s_headers_kw, *s_on_delivery_kw;
+
+PyDoc_STRVAR(produce_encoded_doc,
+"produce_encoded(produce, topic, items, start, end, head, name, tail, on_delivery)\n"
+"    -> (int, exc)\n\n"
+"produce(topic, value, key, headers=[*head, (name, b'<offset>'), *tail],\n"
+"on_delivery=on_delivery) for items[start:end] (encode_commits' tuples), in order;\n"
+"returns the index of the first item not produced (end when all were) and the exception\n"
+"that stopped there (None when none did): the caller decides (a BufferError is waited out).");
+
+static PyObject *
+produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyList_CheckExact(args[2]) || !PyTuple_CheckExact(args[5]) ||
+        !PyTuple_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "produce_encoded(callable, str, list, int, int, "
+                                         "tuple, str, tuple, callable) expected");
+        return NULL;
+    }
+    PyObject *produce = args[0], *topic = args[1], *items = args[2], *head = args[5];
+    PyObject *offset_name = args[6], *tail = args[7], *on_delivery = args[8];
+    Py_ssize_t i = PyLong_AsSsize_t(args[3]);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(args[4]);
+    if (end == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (end > PyList_GET_SIZE(items)) {
+        end = PyList_GET_SIZE(items);
+    }
+    Py_ssize_t n_head = PyTuple_GET_SIZE(head), n_tail = PyTuple_GET_SIZE(tail);
+    PyObject *kwnames = PyTuple_Pack(2, s_headers_kw, s_on_delivery_kw);
+    if (kwnames == NULL) {
+        return NULL;
+    }
+    PyObject *stopped = NULL;
+    for (; i < end; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 5) {
+            PyErr_SetString(PyExc_TypeError, "produce_encoded: not an encoded item");
+            break;
+        }
+        long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (offset == -1 && PyErr_Occurred()) {
+            break;
+        }
+        char digits[24];
+        int len = snprintf(digits, sizeof digits, "%lld", offset);
+        PyObject *headers = PyList_New(n_head + 1 + n_tail);
+        PyObject *text = PyBytes_FromStringAndSize(digits, len);
+        PyObject *pair = text == NULL ? NULL : PyTuple_Pack(2, offset_name, text);
+        Py_XDECREF(text);
+        if (headers == NULL || pair == NULL) {
+            Py_XDECREF(headers);
+            Py_XDECREF(pair);
+            break;
+        }
+        for (Py_ssize_t k = 0; k < n_head; k++) {
+            PyList_SET_ITEM(headers, k, Py_NewRef(PyTuple_GET_ITEM(head, k)));
+        }
+        PyList_SET_ITEM(headers, n_head, pair);
+        for (Py_ssize_t k = 0; k < n_tail; k++) {
+            PyList_SET_ITEM(headers, n_head + 1 + k, Py_NewRef(PyTuple_GET_ITEM(tail, k)));
+        }
+        /* produce(topic, value, key, headers=..., on_delivery=...) */
+        PyObject *call_args[5] = {topic, PyTuple_GET_ITEM(item, 4), PyTuple_GET_ITEM(item, 3),
+                                  headers, on_delivery};
+        PyObject *done = PyObject_Vectorcall(produce, call_args, 3, kwnames);
+        Py_DECREF(headers);
+        if (done == NULL) {
+            break;
+        }
+        Py_DECREF(done);
+    }
+    Py_DECREF(kwnames);
+    if (i < end) {
+        if (!PyErr_Occurred()) {
+            return NULL; /* cannot happen: every break above sets an exception */
+        }
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value == NULL) {
+            value = Py_NewRef(Py_None);
+        }
+        else if (tb != NULL) {
+            PyException_SetTraceback(value, tb);
+        }
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        stopped = value;
+    }
+    else {
+        stopped = Py_NewRef(Py_None);
+    }
+    PyObject *result = Py_BuildValue("(nN)", i, stopped);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"produce_encoded", (PyCFunction)(void (*)(void))produce_encoded, METH_FASTCALL,
+     produce_encoded_doc},
     {"encode_commits", (PyCFunction)(void (*)(void))encode_commits, METH_FASTCALL,
      encode_commits_doc},
     {"apply_commits", (PyCFunction)(void (*)(void))apply_commits, METH_FASTCALL,
@@ -1191,7 +1297,7 @@ PyInit__ingest_speedups(void)
         {&s_offset, "offset"}, {&s_timestamp, "timestamp"}, {&s_error, "error"},
         {&s_topics, "topics"}, {&s_commits_total, "commits_total"},
         {&s_last_record_ts, "last_record_ts"}, {&s_metadata, "metadata"}, {&s_grow, "_grow"},
-        {&empty_str, ""},
+        {&empty_str, ""}, {&s_headers_kw, "headers"}, {&s_on_delivery_kw, "on_delivery"},
     };
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         if (*names[k].target == NULL) {

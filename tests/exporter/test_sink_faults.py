@@ -26,6 +26,8 @@ from offsetwatch.core.topics import OFFSETS_TOPIC
 from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.exporter.service import ExporterService
 from offsetwatch.exporter.sinks import archive as archive_module
+from offsetwatch.exporter.sinks.sink_guard import PartialWrite
+from offsetwatch.exporter.state.ingest import Encoded
 from tests.exporter.daemon_helpers import (
     api_group,
     exporter_config,
@@ -40,11 +42,13 @@ pytestmark = pytest.mark.broker
 
 
 class DiskSwitch:
-    """Makes ArchiveWriter.write fail with ENOSPC while `full`."""
+    """Makes ArchiveWriter.write fail with ENOSPC while `full`, and its batched
+    `write_encoded` (the commits the C ingest loop encoded) take nothing."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = True
         real_write = archive_module.ArchiveWriter.write
+        real_write_encoded = archive_module.ArchiveWriter.write_encoded
 
         def write(
             writer: archive_module.ArchiveWriter,
@@ -55,7 +59,13 @@ class DiskSwitch:
                 raise OSError(errno.ENOSPC, "No space left on device")
             real_write(writer, canonical, source)
 
+        def write_encoded(writer: archive_module.ArchiveWriter, items: list[Encoded]) -> None:
+            if self.full:
+                raise PartialWrite(0, OSError(errno.ENOSPC, "No space left on device"))
+            real_write_encoded(writer, items)
+
         monkeypatch.setattr(archive_module.ArchiveWriter, "write", write)
+        monkeypatch.setattr(archive_module.ArchiveWriter, "write_encoded", write_encoded)
 
 
 def api_offsets(service: ExporterService, group: str) -> dict[tuple[str, int], int] | None:

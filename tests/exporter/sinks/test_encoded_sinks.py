@@ -254,6 +254,8 @@ class FakeProducer:
     pending: list[tuple[Callable[..., None], _Delivered]] = field(default_factory=list)
     fail: Callable[[bytes | None], bool] = lambda _value: False
     refuse_at: int = -1
+    #: the produce calls that find the local queue full (BufferError) once
+    full_at: set[int] = field(default_factory=set)
     calls: int = 0
 
     def produce(
@@ -267,6 +269,8 @@ class FakeProducer:
         self.calls += 1
         if self.calls == self.refuse_at:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT))
+        if self.calls in self.full_at:
+            raise BufferError("Local: Queue full")
         self.produced.append((topic, key, value, list(headers or ())))
         assert on_delivery is not None
         self.pending.append((on_delivery, _Delivered(topic, key, value)))
@@ -454,6 +458,29 @@ def test_a_publish_failure_in_a_batch_keeps_the_rest_and_writes_it_once(tmp_path
         (dict(h)["offsetwatch.source.partition"], dict(h)["offsetwatch.source.offset"]): v
         for _t, _k, v, h in slow_producer.produced
     } == values
+
+
+def test_a_full_local_queue_is_waited_out_in_the_batch(tmp_path: Path) -> None:
+    """produce() finding librdkafka's queue full mid-batch (BufferError): the publisher
+    serves delivery reports and produces that record again, then goes on with the batch:
+    every record once, in order, and the checkpoint reaches the end."""
+    _accelerator()
+    messages = _commits(300)
+    ingestor, sinks, producer = _exporter(tmp_path, True, archive=False)
+    assert producer is not None
+    producer.full_at = {1, 57, 58, 300}
+    ingestor.ingest(list(messages))
+    sinks.poll()
+    assert not sinks.guard("publish").health.failing_since_ms
+    offsets = [
+        (int(dict(h)["offsetwatch.source.partition"]), int(dict(h)["offsetwatch.source.offset"]))
+        for _t, _k, _v, h in producer.produced
+    ]
+    assert offsets == [(m.partition() or 0, m.offset() or 0) for m in messages]
+    assert sinks.checkpoint_positions(dict(ingestor.positions)) == dict(ingestor.positions)
+    stats = sinks.publisher.stats() if sinks.publisher is not None else None
+    assert stats is not None and stats.produced == stats.records_delivered == 300
+    assert stats.in_flight == 0
 
 
 def test_a_failed_delivery_in_a_run_holds_the_checkpoint_at_the_run(tmp_path: Path) -> None:
