@@ -46,8 +46,10 @@ STANDARD_SERIES = frozenset(
         "ALERTS_FOR_STATE",
     }
 )
-#: labels the scrape adds to every series (the rules keep them with `without (...)`)
-TARGET_LABELS = frozenset({"job", "instance"})
+#: labels the scrape adds to every series (the rules keep them with `without (...)`); `pod` is
+#: the Prometheus Operator's, which tells a fleet's replicas apart beside `instance`
+#: (deploy/kubernetes-fleet's PodMonitor)
+TARGET_LABELS = frozenset({"job", "instance", "pod"})
 #: labels of ALERTS besides the alert's own: anything goes
 ANY_LABELS_SERIES = frozenset({"ALERTS", "ALERTS_FOR_STATE"})
 
