@@ -19,8 +19,9 @@ FOLDER: Final = "Kafka"
 DATASOURCE_UID: Final = "prometheus"
 #: Grafana evaluates every group at this interval (Prometheus' default evaluation_interval)
 INTERVAL: Final = "1m"
-#: the longest range an expression reads (increase(...[15m]) plus `offset 15m`)
-QUERY_RANGE_S: Final = 1800
+#: the longest range an expression reads (OffsetwatchFleetReplicaNotReady's
+#: max_over_time(...[1h]); increase(...[15m]) plus `offset 15m` elsewhere)
+QUERY_RANGE_S: Final = 3600
 CONDITION: Final = "is_number($A) || is_nan($A) || is_inf($A)"
 
 

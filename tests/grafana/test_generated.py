@@ -14,6 +14,7 @@ import yaml
 
 from offsetwatch.dashboards.__main__ import main
 from offsetwatch.dashboards.outputs import GRAFANA_ALERTS, PROMETHEUS_RULE, render, stale
+from offsetwatch.dashboards.rules import QUERY_RANGE_S
 from tests.grafana.kit import REPO_ROOT, RULES
 
 
@@ -82,3 +83,17 @@ def test_grafana_alerts_use_the_provisioned_datasource_and_dashboards_folder() -
         assert group["folder"] == provider["folder"]
         for rule in group["rules"]:
             assert rule["data"][0]["datasourceUid"] == datasources[0]["uid"]
+
+
+def test_grafana_query_range_covers_every_range_and_offset_of_the_rules() -> None:
+    """Query A's relative time range is at least the longest range plus offset a rule reads."""
+    seconds = {"s": 1, "m": 60, "h": 3600}
+    longest = 0
+    for group in _yaml(RULES.relative_to(REPO_ROOT))["groups"]:
+        for rule in group["rules"]:
+            ranges = [int(n) * seconds[u] for n, u in re.findall(r"\[(\d+)([smh])\]", rule["expr"])]
+            offsets = [
+                int(n) * seconds[u] for n, u in re.findall(r"offset (\d+)([smh])", rule["expr"])
+            ]
+            longest = max(longest, max(ranges, default=0) + max(offsets, default=0))
+    assert longest == QUERY_RANGE_S
