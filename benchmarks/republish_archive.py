@@ -1,0 +1,346 @@
+"""Republishing and archiving beside their ceilings, on a real broker (issue 30).
+
+    .venv/bin/python benchmarks/republish_archive.py                 # ~200k commits, a few min
+    .venv/bin/python benchmarks/republish_archive.py --groups 300    # the issue's 1.5M commits
+    .venv/bin/python benchmarks/republish_archive.py --kafka 4.0 --runs 3
+
+It starts its own broker (the cached release `--kafka` names, default the tests' 4.4.0;
+benchmarks/real_broker.py's `own_broker`, stopped at the end, also on Ctrl-C), writes real
+commits with the Admin API (`--groups` x `--partitions` x `--rounds`, the broker's group
+coordinator writing them; default 40 x 1,000 x 5 = 200,000) and then measures, each as a
+child process (its own wall time and CPU seconds), side by side in one run:
+
+* `bare consume`: a confluent-kafka consumer with the exporter's source settings reading
+  every `__consumer_offsets` partition to its end, decoding nothing (the ceiling of
+  monitoring and archiving);
+* `bare copy`: the same consumer producing each record's key and value to a topic with the
+  exporter's producer settings (`producer_config`: lz4, idempotent, acks=all, linger 50 ms),
+  until every record is delivered (the ceiling of republishing);
+* `offsetwatch export` with no sinks, `--archive-dir` (JSON lines, plain and gzip),
+  `--publish-topic` (JSON), and both sinks: from spawn until what a user waits for, read
+  from `/api/v1/health` every 0.2 s: every record of `__consumer_offsets` ingested
+  (`records_total`), and with sinks every one of them archived (`archive_records_total`,
+  its bytes with the OS within the second after) and delivered to the publish topic
+  (`published_total`, delivery reports of the brokers). CPU seconds are the process's at
+  that moment.
+
+Each publish run writes to a topic of its own (12 partitions, made before the run). Printed:
+records/s and records per CPU second of each, beside its ceiling (bare consume for no sinks
+and the archive, bare copy for the publish runs) and the ratio, and the share of records the
+C fast path took (`fast_path_records_total`). Nothing is asserted, no test times anything;
+wall-clock figures on a shared 2-core machine are noisy (the broker, the writers and the
+measured process share the cores): the load average is printed, compare ratios of one run.
+Child mode (used by the script itself): `--child copy`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from confluent_kafka import (  # noqa: E402
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+
+from benchmarks import real_broker as rb  # noqa: E402
+from offsetwatch.core.topics import OFFSETS_TOPIC  # noqa: E402
+from offsetwatch.exporter.sinks.publisher import producer_config  # noqa: E402
+from offsetwatch.exporter.sources.kafka_source import consumer_config  # noqa: E402
+from tests.real_broker import test_kafka  # noqa: E402
+
+PUBLISH_PARTITIONS = 12
+
+
+# -- child: the bare copy ---------------------------------------------------------------------
+
+
+def child_copy(bootstrap: str, topic: str) -> None:
+    """Consume every `__consumer_offsets` partition to its end and produce each record's key
+    and value to `topic` with the exporter's producer settings; done once all is delivered."""
+    started = time.perf_counter()
+    config = consumer_config({"bootstrap.servers": bootstrap})
+    config.pop("statistics.interval.ms", None)
+    consumer = Consumer(config)
+    settings = producer_config({"bootstrap.servers": bootstrap})
+    settings.pop("statistics.interval.ms", None)
+    producer = Producer(settings)
+    partitions = consumer.list_topics(OFFSETS_TOPIC, timeout=30).topics[OFFSETS_TOPIC].partitions
+    consumer.assign([TopicPartition(OFFSETS_TOPIC, p, OFFSET_BEGINNING) for p in partitions])
+    at_end: set[int] = set()
+    records = 0
+    failed = 0
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        nonlocal failed
+        if error is not None:
+            failed += 1
+
+    while len(at_end) < len(partitions):
+        for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            error = message.error()
+            if error is None:
+                while True:
+                    try:
+                        producer.produce(
+                            topic, message.value(), message.key(), on_delivery=delivered
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                records += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(int(message.partition() or 0))
+            else:
+                raise SystemExit(f"bare copy: {error}")
+        producer.poll(0)
+    left = producer.flush(300)
+    consumer.close()
+    if left or failed:
+        raise SystemExit(f"bare copy: {left} records not delivered, {failed} failed")
+    print(json.dumps({"records": records, "seconds": time.perf_counter() - started}))
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    name: str
+    records: int
+    wall_s: float
+    cpu_s: float
+    fast_share: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.wall_s
+
+    @property
+    def per_cpu(self) -> float:
+        return self.records / self.cpu_s if self.cpu_s else float("nan")
+
+
+def run_bare(bootstrap: str) -> tuple[float, float, int]:
+    done = rb.run_measured(
+        [sys.executable, rb.__file__, "--child", "bare", "--bootstrap", bootstrap]
+    )
+    report = json.loads(done.output.strip().splitlines()[-1])
+    return done.usage.wall_s, done.usage.cpu_s, int(report["records"])
+
+
+def run_copy(bootstrap: str, topic: str) -> tuple[float, float, int]:
+    argv = [sys.executable, __file__, "--child", "copy", "--bootstrap", bootstrap, "--topic", topic]
+    done = rb.run_measured(argv)
+    report = json.loads(done.output.strip().splitlines()[-1])
+    return done.usage.wall_s, done.usage.cpu_s, int(report["records"])
+
+
+def run_export(
+    bootstrap: str,
+    records: int,
+    extra: Sequence[str],
+    log_path: Path,
+    *,
+    archive: bool,
+    publish: bool,
+    timeout_s: float = 1800.0,
+) -> tuple[float, float, float]:
+    """(wall s, cpu s, fast-path share) of `offsetwatch export` until it has ingested every
+    record and, with the sinks, archived and published (delivered) every one."""
+    port = rb.free_port_pair()
+    argv = [
+        rb.OFFSETWATCH, "export", "--bootstrap-server", bootstrap, "--http-host", "127.0.0.1",
+        "--http-port", str(port), "--log-level", "warning", *extra,
+    ]  # fmt: skip
+    with log_path.open("ab") as log:
+        started = time.perf_counter()
+        proc = rb._spawn(argv, log)
+        try:
+            deadline = started + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    tail = log_path.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"offsetwatch export exited {proc.returncode}:\n{tail}")
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("offsetwatch export did not catch up in time")
+                health: dict[str, Any] | None = None
+                with contextlib.suppress(OSError, ValueError):
+                    status, body = rb.http_get(port, "/api/v1/health")
+                    if status == 200:
+                        health = json.loads(body)
+                if health is not None and _caught_up(health, records, archive, publish):
+                    wall = time.perf_counter() - started
+                    cpu = rb.proc_cpu_s(proc.pid)
+                    fast = int(health.get("fast_path_records_total") or 0)
+                    return wall, cpu, fast / max(1, int(health["records_total"]))
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ChildProcessError):
+                rb._reap(proc)
+
+
+def _caught_up(health: dict[str, Any], records: int, archive: bool, publish: bool) -> bool:
+    if int(health.get("records_total") or 0) < records:
+        return False
+    if archive and int(health.get("archive_records_total") or 0) < records:
+        return False
+    return not publish or int(health.get("published_total") or 0) >= records
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+#: (name, archive, gzip, publish) of the export runs
+EXPORTS: tuple[tuple[str, bool, bool, bool], ...] = (
+    ("export, no sinks", False, False, False),
+    ("export --archive-dir (jsonl)", True, False, False),
+    ("export --archive-dir --archive-gzip", True, True, False),
+    ("export --publish-topic (json)", False, False, True),
+    ("export --publish-topic --archive-dir", True, False, True),
+)
+
+
+def bench(broker: rb.Broker, args: argparse.Namespace, workdir: Path) -> None:
+    topic = "bench-data"
+    groups = [f"bench-republish-{i:04d}" for i in range(args.groups)]
+    rb.create_topics(broker, {topic: args.partitions})
+    rb.fill_topics(broker, {topic: args.partitions}, rb.DATA_RECORDS_PER_PARTITION)
+    started = time.perf_counter()
+    procs = rb.write_commits(
+        broker, topic, args.partitions, groups, writers=args.writers, rounds=args.rounds
+    )
+    written = rb.wait_writers(procs)
+    records = rb.offsets_topic_records(broker)
+    print(
+        f"wrote {written:,} commits ({args.groups} groups x {args.partitions} partitions x "
+        f"{args.rounds} rounds) in {time.perf_counter() - started:.1f} s; "
+        f"__consumer_offsets holds {records:,} records ({rb.load()})",
+        flush=True,
+    )
+    runs: dict[str, list[Result]] = {}
+    for run in range(args.runs):
+        print(f"-- run {run + 1} of {args.runs} ({rb.load()})", flush=True)
+        wall, cpu, seen = run_bare(broker.bootstrap)
+        runs.setdefault("bare consume", []).append(Result("bare consume", seen, wall, cpu))
+        copy_topic = f"bench-copy-{run}"
+        rb.create_topics(broker, {copy_topic: PUBLISH_PARTITIONS})
+        wall, cpu, seen = run_copy(broker.bootstrap, copy_topic)
+        runs.setdefault("bare copy", []).append(Result("bare copy", seen, wall, cpu))
+        for index, (name, archive, use_gzip, publish) in enumerate(EXPORTS):
+            if args.only and not any(word in name for word in args.only):
+                continue
+            extra: list[str] = []
+            archive_dir = workdir / f"archive-{run}-{index}"
+            if archive:
+                extra += ["--archive-dir", str(archive_dir)]
+                if use_gzip:
+                    extra.append("--archive-gzip")
+            if publish:
+                out = f"bench-publish-{run}-{index}"
+                rb.create_topics(broker, {out: PUBLISH_PARTITIONS})
+                extra += ["--publish-topic", out]
+            wall, cpu, share = run_export(
+                broker.bootstrap,
+                records,
+                extra,
+                workdir / "export.log",
+                archive=archive,
+                publish=publish,
+            )
+            runs.setdefault(name, []).append(Result(name, records, wall, cpu, share))
+            shutil.rmtree(archive_dir, ignore_errors=True)
+            print(f"   {name}: {records / wall:,.0f} records/s", flush=True)
+    print_table(runs, records)
+
+
+def _median_result(results: list[Result]) -> Result:
+    first = results[0]
+    return Result(
+        first.name,
+        first.records,
+        statistics.median(r.wall_s for r in results),
+        statistics.median(r.cpu_s for r in results),
+        None if first.fast_share is None else statistics.median(r.fast_share or 0 for r in results),
+    )
+
+
+def print_table(runs: dict[str, list[Result]], records: int) -> None:
+    median = {name: _median_result(results) for name, results in runs.items()}
+    bare, copy = median["bare consume"], median["bare copy"]
+    print(f"\n{records:,} records, median of {len(runs['bare consume'])} run(s) ({rb.load()})")
+    header = (
+        f"{'run':<40} {'records/s':>10} {'rec/CPU s':>10}  {'ceiling':<13} "
+        f"{'x rec/s':>7} {'x rec/CPU s':>11} {'fast path':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, result in median.items():
+        ceiling = copy if "publish" in name else bare
+        if name == "bare copy":
+            ceiling = copy  # a ceiling itself (it reads as fast as a bare consume at best)
+        ratio = result.rate / ceiling.rate
+        cpu_ratio = result.per_cpu / ceiling.per_cpu
+        share = "" if result.fast_share is None else f"{result.fast_share:.1%}"
+        against = "" if result is ceiling else ceiling.name
+        print(
+            f"{name:<40} {result.rate:>10,.0f} {result.per_cpu:>10,.0f}  {against:<13} "
+            f"{'' if result is ceiling else f'{ratio:.2f}':>7} "
+            f"{'' if result is ceiling else f'{cpu_ratio:.2f}':>11} {share:>9}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--groups", type=int, default=40, help="300: the issue's 1.5M commits")
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--writers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--kafka", help="the Kafka release (a version or a line; default 4.4.0)")
+    parser.add_argument("--only", nargs="*", help="export runs whose name has one of these words")
+    parser.add_argument("--child", choices=["copy"])
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--topic")
+    args = parser.parse_args(argv)
+    if args.child == "copy":
+        child_copy(args.bootstrap, args.topic)
+        return 0
+    if args.kafka:
+        os.environ["OFFSETWATCH_BROKER_VERSION"] = args.kafka
+    missing = rb.missing_reason()
+    if missing:
+        print(f"cannot run: {missing}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="offsetwatch-republish-") as tmp:
+        workdir = Path(tmp)
+        with rb.own_broker(workdir) as broker:
+            version = test_kafka().version
+            print(f"Kafka {version} at {broker.bootstrap} ({rb.load()})", flush=True)
+            bench(broker, args, workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
