@@ -663,7 +663,20 @@ class Exporter:
             stats.fleet_joined = source.joined()
             view = self.fleet.view
             stats.fleet = FleetFigures(
-                len(source.assigned_partitions()), len(view.replicas()), len(view.unowned())
+                len(source.assigned_partitions()),
+                len(view.replicas()),
+                len(view.unowned()),
+                len(self.fleet.mismatched()),
+            )
+            refused = source.refused_group
+            stats.fleet_refused = (
+                None
+                if refused is None
+                else (
+                    self.fleet.fleet,
+                    refused,
+                    grant_line(self.kafka_config(), "Read", "group", self.fleet.fleet),
+                )
             )
 
     def _note_refused_sources(self) -> None:

@@ -289,6 +289,8 @@ class PipelineStats:
     fleet_joined: bool = True
     #: a fleet replica's view of its fleet, as of the last step (None alone)
     fleet: FleetFigures | None = None
+    #: a fleet replica refused its fleet's group: (the group, the error, the grant of Read)
+    fleet_refused: tuple[str, str, str] | None = None
 
     # -- writers (ingest side) -------------------------------------------------------------
 

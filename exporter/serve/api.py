@@ -469,6 +469,12 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
             f"not authorized to read {offsets_refused[0]} ({offsets_refused[1]}); grant it: "
             f"{offsets_refused[2]}"
         )
+    elif not stats.fleet_joined and stats.fleet_refused is not None:
+        group, error, grant = stats.fleet_refused
+        body["reason"] = (
+            f"not authorized to join the fleet's consumer group {group!r} ({error}); grant "
+            f"it: {grant}"
+        )
     elif not stats.fleet_joined:
         body["reason"] = (
             "waiting for the fleet's consumer group to give this replica its "
@@ -531,22 +537,25 @@ def readiness(stats: PipelineStats, now_ms: int | None = None) -> tuple[bool, Js
     # __share_group_state is refused (their state is unknown); the rest is right, so still
     # ready: a refused __consumer_offsets leaves nothing right, and is the reason above
     refused = [
-        (topic, "Read", error, grant)
+        ("topic", topic, "Read", error, grant)
         for topic, (error, grant) in sorted(stats.refused_sources.items())
     ] + [
-        (topic, "Describe", error, grant)
+        ("topic", topic, "Describe", error, grant)
         for topic, (error, grant) in sorted(stats.denied_topics.items())
     ]
+    if stats.fleet_refused is not None:
+        group, error, grant = stats.fleet_refused
+        refused.append(("group", group, "Read", error, grant))
     if refused:
         body["not_authorized"] = [
             {
-                "resource": "topic",
-                "name": topic,
+                "resource": resource,
+                "name": name,
                 "operation": operation,
                 "error": error,
                 "grant": grant,
             }
-            for topic, operation, error, grant in refused
+            for resource, name, operation, error, grant in refused
         ]
     return body["ready"], body
 

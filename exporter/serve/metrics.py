@@ -1009,6 +1009,7 @@ def _self_families(
         [
             (("topic", "Describe"), len(stats.denied_topics)),
             (("topic", "Read"), len(stats.refused_sources)),
+            (("group", "Read"), int(stats.fleet_refused is not None)),
         ],
     )
     fleet = stats.fleet

@@ -263,6 +263,13 @@ def consumer_config(config: Mapping[str, object]) -> dict[str, object]:
 # ------------------------------------------------------------------------------------------
 
 _DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN})
+#: errors of the consumer group, not of a partition (librdkafka at times names one)
+_GROUP_CODES = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED})
+
+
+def _group_level(message: Any) -> bool:
+    error = message.error()
+    return error is not None and error.code() in _GROUP_CODES
 #: statistics reports in a row without a broker connection up that mean "down"
 _DOWN_AFTER_REPORTS = 2
 #: librdkafka's fetch states of a partition waiting for an answer before it fetches (an
@@ -322,6 +329,8 @@ class OffsetsTopicSource:
         #: the broker's refusal of the topic itself (no Describe, so no Read either), while
         #: it lasts: "TOPIC_AUTHORIZATION_FAILED: ..."; set and cleared on the reader thread
         self.refused: str | None = None
+        #: a fleet replica refused its fleet's group (no Read on it), while it lasts
+        self.refused_group: str | None = None
         self._metadata_refresh_s = metadata_refresh_s
         self._metadata_timeout_s = metadata_timeout_s
         self._clock = clock
@@ -576,6 +585,8 @@ class OffsetsTopicSource:
         drop = revoked | (last.keys() - assigned)
         for m in failed:
             partition = m.partition()
+            if _group_level(m):
+                continue  # the group's own error, whatever partition it names
             if partition is not None and partition >= 0 and partition not in assigned:
                 drop.add(partition)
         if not drop:
@@ -600,7 +611,7 @@ class OffsetsTopicSource:
         return (
             kept,
             {p: offset for p, offset in last.items() if p not in drop},
-            [m for m in failed if m.partition() not in drop],
+            [m for m in failed if _group_level(m) or m.partition() not in drop],
         )
 
     def _fetched_since_down(self, last: dict[int, int], events: list[SourceEvent]) -> bool:
@@ -642,7 +653,7 @@ class OffsetsTopicSource:
             # as in _on_error: the consumer's own unused group id, which reached the queue,
             # at times with the partition of a fetch attached (seen on a secured broker with
             # share groups): reading by assignment makes no group request of its own
-            log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
+            self._group_refused(err)
             return
         self.errors_total += 1
         out_of_range = code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
@@ -825,6 +836,9 @@ class OffsetsTopicSource:
         consumer.incremental_assign(to_assign)
         self._assigned_in_poll.update((tp.partition, tp.offset) for tp in to_assign)
         gained = tuple(sorted(tp.partition for tp in to_assign))
+        if self.refused_group is not None:
+            log.info("%s source: the fleet's group can be joined again", self.topic)
+            self.refused_group = None
         with self._lock:
             self._joined = True
             self._assigned.update(gained)
@@ -1142,6 +1156,27 @@ class OffsetsTopicSource:
         with self._lock:
             self._events.append(event)
 
+    def _group_refused(self, err: KafkaError) -> None:
+        """Alone, the group id is the consumer's own and unused: nobody's problem. In a
+        fleet it is the fleet's group, which the replica cannot join without Read on it: one
+        WARNING with the grant, `refused_group` until the group gives an assignment."""
+        if self.membership is None:
+            log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
+            return
+        if self.refused_group is not None:
+            return
+        self.errors_total += 1
+        self.refused_group = f"{err.name()}: {err.str()}"
+        group = self.membership.group
+        log.warning(
+            "%s source: not authorized to join fleet %s (%s): this replica exports nothing "
+            "until it is granted; grant it: %s",
+            self.topic,
+            group,
+            self.refused_group,
+            grant_line(self._config, "Read", "group", group),
+        )
+
     def _note_refused(self, err: KafkaError) -> None:
         """The topic refused in a Metadata answer: one WARNING with the grant when it starts
         (counted as an error); the daemon reads `refused` for readiness and the metrics."""
@@ -1189,7 +1224,7 @@ class OffsetsTopicSource:
         if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
             # the consumer's own random group id (confluent-kafka requires one), which it
             # never joins nor commits to: reading by assignment needs no group ACL
-            log.debug("%s source: %s (its own unused group id)", self.topic, err.str())
+            self._group_refused(err)
             return
         self.errors_total += 1
         if code not in _DOWN_CODES:

@@ -394,6 +394,51 @@ def test_no_read_on_the_offsets_topic_is_not_ready_with_the_grant(
         ), body
 
 
+def test_a_fleet_replica_needs_read_on_the_fleet_group(secured: SecuredBroker) -> None:
+    """--fleet joins a consumer group: without Read on it the replica is not ready, says so
+    with the grant, and joins once it is granted, without a restart."""
+    topic, group, fleet = unique("orders"), unique("fleet-app"), unique("fleet")
+    secured.broker.create_topic(topic, 1)
+    secured.broker.produce(topic, [5])
+    acls = [*EXPORT_ACLS, ("topic", topic, "describe")]
+    secured.grant(PRINCIPAL, acls)
+    committer = Committer(secured.broker, topic, group, 1)
+    try:
+        wait_for(lambda: committer.commits >= 2, "commits")
+        committer.stop()
+        config = exporter_config(
+            secured.sasl_ssl,
+            sample_interval_s=0.5,
+            stale_after_s=2.0,
+            kafka_properties=secured.sasl_properties(USER, PASSWORD),
+            fleet=fleet,
+            fleet_url="http://127.0.0.1:1",
+            fleet_protocol="classic",
+        )
+        with running_exporter(config) as service:
+            stats = service.exporter.stats
+
+            def reason() -> str:
+                return str(readiness(stats)[1].get("reason", ""))
+
+            wait_for(
+                lambda: "not authorized to join" in reason(), "the refusal said", describe=reason
+            )
+            ready, body = readiness(stats)
+            assert not ready
+            assert f"--operation Read --group '{fleet}'" in body["reason"], body
+            assert any(
+                x["resource"] == "group" and x["name"] == fleet for x in body["not_authorized"]
+            )
+            secured.grant(PRINCIPAL, [("group", fleet, "read")])
+            acls.append(("group", fleet, "read"))
+            wait_for(lambda: readiness(stats)[0], "ready once granted", describe=reason)
+            wait_for(lambda: _equal_to_kafka(service, secured, group), "API = OffsetFetch")
+    finally:
+        committer.stop()
+        secured.revoke(PRINCIPAL, acls)
+
+
 def _replace(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".new")
     partial.write_text(text)

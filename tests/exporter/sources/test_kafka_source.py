@@ -1040,3 +1040,26 @@ def test_a_partition_lost_and_given_back_inside_one_poll_is_read_again_from_its_
     assert source.assigned_partitions() == {0, 1}
     assert not source.caught_up()
     source.close()
+
+
+def test_a_fleet_replica_refused_its_group_says_so_once_with_the_grant(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """In a fleet the group id is the fleet's, not an unused one: its refusal is the
+    replica's problem, said once with the grant, whichever path and partition it takes."""
+    from offsetwatch.exporter.fleet.membership import membership
+
+    source = OffsetsTopicSource(
+        {"bootstrap.servers": "k:9092", "sasl.username": "monitor"},
+        consumer_factory=lambda _config: _Prefetched(10, 10),
+        membership=membership("prod", "offsetwatch-fleet|a|http://a:1", "classic"),
+    )
+    refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "JoinGroup: denied")
+    events: list[Any] = []
+    with caplog.at_level(logging.WARNING):
+        source._on_error(refused)
+        source._partition_error(0, None, refused, events)
+    assert source.refused_group is not None and "GROUP_AUTHORIZATION_FAILED" in source.refused_group
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "--allow-principal User:monitor --operation Read --group 'prod'" in warnings[0]
