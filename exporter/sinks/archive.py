@@ -59,7 +59,7 @@ from offsetwatch.core.atomic import fsync_directory
 from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
 from offsetwatch.exporter.sinks.sink_guard import PartialWrite
-from offsetwatch.exporter.state.ingest import Encoded
+from offsetwatch.exporter.state.ingest import Encoded, ingest_accelerator
 
 ArchiveFormat = Literal["jsonl", "avro"]
 AvroBlockCodec = Literal["null", "deflate", "snappy"]
@@ -81,6 +81,11 @@ _WRITE_CHUNK: Final = 1 << 20
 _DRAIN_BYTES: Final = 1 << 20
 #: lines of encoded records handed to a file (and its compressor) in one call, at most
 ENCODED_BLOCK_BYTES: Final = 256 * 1024
+
+
+def _join_lines() -> Callable[..., tuple[int, bytes]] | None:
+    module, _why = ingest_accelerator()
+    return None if module is None else getattr(module, "join_lines", None)
 
 
 class ArchiveError(Exception):
@@ -457,6 +462,9 @@ class ArchiveWriter:
         taken = 0
         n = len(items)
         plain = not self.gzip
+        # a block's lines joined in C (exporter/state/_ingest_speedups.c join_lines) where
+        # it is built, else by the loop below
+        join = _join_lines()
         try:
             if now >= self._next_expiry_check:
                 self.roll_expired(now)
@@ -484,25 +492,30 @@ class ArchiveWriter:
                 # `write` would roll it next)
                 room = self.roll_bytes - current.sink.size() if plain else ENCODED_BLOCK_BYTES
                 limit = min(room, ENCODED_BLOCK_BYTES)
-                lines: list[bytes] = []
-                size = 0
                 unsynced = current.unsynced
-                end = taken
-                while end < n:
-                    source, offset, ts, _key, body = items[end]
-                    if ts < 0:
-                        ts = int(now * 1000)
-                    if ts // _HOUR_MS != bucket:
-                        break
-                    lines.append(body)
-                    size += len(body) + 1
-                    if source >= 0 and source not in unsynced:
-                        unsynced[source] = offset
-                    end += 1
-                    if size >= limit:
-                        break
-                lines.append(b"")
-                current.sink.write_lines(b"\n".join(lines))
+                if join is not None and type(items) is list:
+                    end, data = join(items, taken, bucket, _HOUR_MS, int(now * 1000), limit,
+                                     unsynced)  # fmt: skip
+                else:
+                    lines: list[bytes] = []
+                    size = 0
+                    end = taken
+                    while end < n:
+                        source, offset, ts, _key, body = items[end]
+                        if ts < 0:
+                            ts = int(now * 1000)
+                        if ts // _HOUR_MS != bucket:
+                            break
+                        lines.append(body)
+                        size += len(body) + 1
+                        if source >= 0 and source not in unsynced:
+                            unsynced[source] = offset
+                        end += 1
+                        if size >= limit:
+                            break
+                    lines.append(b"")
+                    data = b"\n".join(lines)
+                current.sink.write_lines(data)
                 count = end - taken
                 current.records += count
                 self._writes += 1

@@ -1266,7 +1266,90 @@ produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * join_lines: one archive block of encoded commits */
+
+PyDoc_STRVAR(join_lines_doc,
+"join_lines(items, start, bucket, hour_ms, now_ms, limit, unsynced) -> (end, bytes)\n\n"
+"The canonical JSON lines (each + b'\\n') of items[start:end] (encode_commits' tuples):\n"
+"from `start`, while an item's timestamp (now_ms when negative) // hour_ms is `bucket`,\n"
+"up to the item that takes the block to `limit` bytes (at least one item). unsynced[p] is\n"
+"set to the offset of the block's first item of partition p >= 0 where it has none, as\n"
+"ArchiveWriter.write_encoded's Python loop does.");
+
+static PyObject *
+join_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "join_lines(list, int, int, int, int, int, dict) expected");
+        return NULL;
+    }
+    PyObject *items = args[0], *unsynced = args[6];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    long long bucket = PyLong_AsLongLong(args[2]);
+    long long hour_ms = PyLong_AsLongLong(args[3]);
+    long long now_ms = PyLong_AsLongLong(args[4]);
+    long long limit = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (hour_ms <= 0) {
+        PyErr_SetString(PyExc_ValueError, "join_lines: hour_ms must be positive");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items), end = start;
+    long long size = 0;
+    /* the block's extent, and the first offset per partition */
+    while (end < n) {
+        PyObject *item = PyList_GET_ITEM(items, end);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 5 ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 4))) {
+            PyErr_SetString(PyExc_TypeError, "join_lines: not an encoded item");
+            return NULL;
+        }
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+        long long partition = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0));
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        if (ts < 0) {
+            ts = now_ms;
+        }
+        if (ts / hour_ms != bucket) {
+            break;
+        }
+        size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 4)) + 1;
+        if (partition >= 0) {
+            PyObject *key = PyTuple_GET_ITEM(item, 0);
+            int has = PyDict_Contains(unsynced, key);
+            if (has < 0 ||
+                (!has && PyDict_SetItem(unsynced, key, PyTuple_GET_ITEM(item, 1)) < 0)) {
+                return NULL;
+            }
+        }
+        end++;
+        if (size >= limit) {
+            break;
+        }
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (data == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(data);
+    for (Py_ssize_t k = start; k < end; k++) {
+        PyObject *body = PyTuple_GET_ITEM(PyList_GET_ITEM(items, k), 4);
+        Py_ssize_t len = PyBytes_GET_SIZE(body);
+        memcpy(p, PyBytes_AS_STRING(body), (size_t)len);
+        p += len;
+        *p++ = '\n';
+    }
+    return Py_BuildValue("(nN)", end, data);
+}
+
 static PyMethodDef methods[] = {
+    {"join_lines", (PyCFunction)(void (*)(void))join_lines, METH_FASTCALL, join_lines_doc},
     {"produce_encoded", (PyCFunction)(void (*)(void))produce_encoded, METH_FASTCALL,
      produce_encoded_doc},
     {"encode_commits", (PyCFunction)(void (*)(void))encode_commits, METH_FASTCALL,

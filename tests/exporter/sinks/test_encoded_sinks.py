@@ -402,8 +402,17 @@ def _commits(n: int, partitions: int = 3, metadata: str = "") -> list[Message]:
     return messages
 
 
-def test_plain_files_roll_where_the_python_path_rolls_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("join", ["c", "python"])
+def test_plain_files_roll_where_the_python_path_rolls_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, join: str
+) -> None:
+    """Blocks joined by the C join_lines or by write_encoded's Python loop: the files of
+    per-record writes, byte for byte."""
     _accelerator()
+    if join == "python":
+        from offsetwatch.exporter.sinks import archive as archive_module
+
+        monkeypatch.setattr(archive_module, "_join_lines", lambda: None)
     batches = [_commits(3000, metadata="m" * 100)[i : i + 500] for i in range(0, 3000, 500)]
     results = []
     for accelerate in (True, False):
