@@ -270,6 +270,8 @@ _GROUP_CODES = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED})
 def _group_level(message: Any) -> bool:
     error = message.error()
     return error is not None and error.code() in _GROUP_CODES
+
+
 #: statistics reports in a row without a broker connection up that mean "down"
 _DOWN_AFTER_REPORTS = 2
 #: librdkafka's fetch states of a partition waiting for an answer before it fetches (an
