@@ -217,17 +217,18 @@ class Ingestor:
                 end = encode(messages, i, items)
                 if end > i:
                     chunk = messages if i == 0 and end == n else messages[i:end]
-                    applied = apply_commits(
-                        chunk, 0, self.state.groups, self.positions, counts,
-                        GroupState, PartitionTable,
-                    )  # fmt: skip
-                    if applied:
-                        if applied < len(items):
-                            del items[applied:]
-                            chunk = chunk[:applied]
-                        batch = EncodedBatch(items, chunk, self.codec)
-                        for take in takers:
-                            take(batch)
+                    before = counts[_C_KINDS]
+                    try:
+                        applied = apply_commits(
+                            chunk, 0, self.state.groups, self.positions, counts,
+                            GroupState, PartitionTable,
+                        )  # fmt: skip
+                    except BaseException:
+                        # what it applied before raising is in the positions: the sinks
+                        # get it too, or a checkpoint would pass records they never saw
+                        self._hand_over(items, chunk, counts[_C_KINDS] - before, takers)
+                        raise
+                    self._hand_over(items, chunk, applied, takers)
                     i += applied
                     if i < end:  # the apply loop stopped before the encoder: that one alone
                         self._ingest(messages[i : i + 1])
@@ -238,6 +239,23 @@ class Ingestor:
         finally:
             self._count_fast(counts)
         return n
+
+    def _hand_over(
+        self,
+        items: list[Encoded],
+        chunk: list[RawMessage],
+        applied: int,
+        takers: list[Callable[[EncodedBatch], None]],
+    ) -> None:
+        """The first `applied` encoded commits, as one batch, to every sink."""
+        if not applied:
+            return
+        if applied < len(items):
+            del items[applied:]
+            chunk = chunk[:applied]
+        batch = EncodedBatch(items, chunk, self.codec)
+        for take in takers:
+            take(batch)
 
     def _count_fast(self, counts: list[int]) -> None:
         """What the C loop applied, into the state's counters and the stats."""

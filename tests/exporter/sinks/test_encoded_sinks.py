@@ -619,3 +619,38 @@ def test_an_archive_writer_refuses_encoded_records_it_cannot_write(tmp_path: Pat
         writer.write_encoded([(0, 0, T0, b"{}", b"{}")])
     assert caught.value.taken == 0
     writer.close()
+
+
+def test_what_the_c_loop_applied_before_it_raised_reaches_the_sinks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apply_commits raising part-way (here: the second new group cannot be made): what it
+    applied is in the positions, so the sinks get it too, and nothing after it."""
+    _accelerator()
+    from offsetwatch.exporter.state import ingest as ingest_module
+    from offsetwatch.exporter.state.offset_state import GroupState
+
+    made: list[str] = []
+
+    def new_group(group_id: str) -> GroupState:
+        if made:
+            raise MemoryError("no room for a second group")
+        made.append(group_id)
+        return GroupState(group_id)
+
+    monkeypatch.setattr(ingest_module, "GroupState", new_group)
+    messages = []
+    for i, group in enumerate(["a"] * 5 + ["b"] * 5):
+        key, value = CODEC.encode(
+            Record(
+                1, OffsetCommitKey(group, "t", i), 3, OffsetCommitValue(i, 5, "", T0, -1, ZERO_UUID)
+            )
+        )
+        messages.append(Message(0, i, T0 + i, key, value))
+    ingestor, _sinks, producer = _exporter(tmp_path, True, archive=False)
+    assert producer is not None
+    with pytest.raises(MemoryError):
+        ingestor.ingest(list(messages))
+    assert ingestor.positions == {0: 5}
+    sources = [int(dict(h)["offsetwatch.source.offset"]) for _t, _k, _v, h in producer.produced]
+    assert sources == [0, 1, 2, 3, 4]
