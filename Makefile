@@ -64,7 +64,8 @@ test-compat: $(STAMP)
 # The multi-node tier (tests marked `cluster`), kept out of `test`, whose time it would add to:
 # tests/exporter/test_three_brokers_real.py, the exporter through a leader kill, a controller
 # kill, a rolling restart, two of three nodes down and a hung node, on the default release; and
-# tests/spark_jobs/test_cluster.py, the Spark jobs on Spark's local-cluster (five JVMs)
+# tests/spark_jobs/test_cluster.py, the Spark jobs on Spark's local-cluster (five JVMs); and
+# tests/exporter/test_fleet_real.py, a fleet of exporters through its faults (docs/fleet.md)
 test-cluster: $(STAMP)
 	scripts/kafka/broker fetch
 	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP

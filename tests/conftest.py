@@ -114,7 +114,6 @@ _FIRST: Final = (
     # the real-broker modules mostly wait (brokers of their own starting and crashing,
     # rebalances, Kafka's tools in JVMs): begun early, they overlap the CPU-bound ones
     "tests/exporter/test_broker_faults_real.py",
-    "tests/exporter/test_fleet_real.py",
     "tests/exporter/test_secured_real.py",
     "tests/exporter/test_cluster_change.py",
     "tests/exporter/test_exporter_crash_real.py",

@@ -39,7 +39,9 @@ from tests.exporter.daemon_helpers import group_path, wait_for
 from tests.exporter.exporter_process import OFFSETWATCH, ExporterProcess
 from tests.real_broker import Broker, retry, unique
 
-pytestmark = pytest.mark.broker
+#: a fleet of child exporters through stops, kills, hangs and restarts, minutes of mostly
+#: waiting: the multi-node tier (`make test-cluster`), beside the 3-node Kafka tests
+pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
 GROUPS = 40
 #: a group's series on /metrics: its partitions' committed offsets
