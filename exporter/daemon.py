@@ -661,6 +661,7 @@ class Exporter:
         if self.fleet is not None:
             self._prune_to_assignment(source)
             stats.fleet_joined = source.joined()
+            self.store.owned = (frozenset(source.assigned_partitions()), source.partition_count())
             view = self.fleet.view
             stats.fleet = FleetFigures(
                 len(source.assigned_partitions()),

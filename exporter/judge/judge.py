@@ -52,6 +52,7 @@ class Judge:
                 denied_topics=store.denied_topics,
                 share_state_refused=store.share_state_refused,
                 catching_up=store.catching_up,
+                owned=store.owned,
             )
             # KIP-848 assignments name topics by id (4.1+): the sampler looks the unnamed up
             store.topic_names.publish_unknown_assigned(self.builder.views.take_unnamed())

@@ -179,7 +179,10 @@ def _share_stats(
     share_groups: dict[str, list[tuple[str, int, SharePartition]]],
     share_errors: dict[str, int] | None,
     unnamed: int,
+    owned: tuple[frozenset[int], int] | None = None,
 ) -> ShareStats:
+    """`owned`: a fleet replica's `__consumer_offsets` partitions and their count; the share
+    groups of another replica's partitions are no orphans, only not this replica's."""
     errors = dict(share.errors) if share is not None else {}
     for reason, n in (share_errors or {}).items():
         errors[reason] = errors.get(reason, 0) + n
@@ -187,7 +190,11 @@ def _share_stats(
         applied=() if share is None else tuple(sorted(share.applied.items())),
         errors=tuple(sorted(errors.items())),
         unnamed_partitions=unnamed,
-        orphan_partitions=sum(len(p) for g, p in share_groups.items() if g not in state.groups),
+        orphan_partitions=sum(
+            len(p)
+            for g, p in share_groups.items()
+            if g not in state.groups and (owned is None or partition_for(g, owned[1]) in owned[0])
+        ),
     )
 
 
@@ -226,6 +233,9 @@ class SnapshotBuilder:
     #: the grant of Read on `__share_group_state` while the broker refuses it (as of the last
     #: build): a share group's state is then unknown, never "no share partitions, lag 0"
     share_state_refused: str | None = None
+    #: a fleet replica's `__consumer_offsets` partitions and their count (None alone), as of
+    #: the last build
+    owned: tuple[frozenset[int], int] | None = None
     #: the per-partition loop in C (exporter/judge/_snapshot_speedups.c); None: `_partition_loop`
     accelerated_loop: Any = field(default_factory=_accelerated_loop, repr=False, compare=False)
 
@@ -241,6 +251,7 @@ class SnapshotBuilder:
         denied_topics: Mapping[str, str] | None = None,
         share_state_refused: str | None = None,
         catching_up: tuple[frozenset[int], int] | None = None,
+        owned: tuple[frozenset[int], int] | None = None,
     ) -> Snapshot:
         """`catching_up`: (`__consumer_offsets` partitions being read from their start, the
         partition count) of a fleet replica that just gained them: their groups are left out
@@ -250,6 +261,7 @@ class SnapshotBuilder:
         if denied_topics is not None:
             self.denied_topics = denied_topics
         self.share_state_refused = share_state_refused
+        self.owned = owned
         tracked = 0
         window_start_ms = state.window_clock.window_ms
         share_groups = {} if share is None else share.groups()
@@ -283,7 +295,7 @@ class SnapshotBuilder:
             tracked,
             self.views.assignment_decode_errors,
             self.diagnosis_errors,
-            _share_stats(state, share, share_groups, share_errors, unnamed),
+            _share_stats(state, share, share_groups, share_errors, unnamed, owned),
         )
 
     def catching_up(
@@ -308,7 +320,7 @@ class SnapshotBuilder:
             0,
             self.views.assignment_decode_errors,
             self.diagnosis_errors,
-            _share_stats(state, share, share_groups, share_errors, 0),
+            _share_stats(state, share, share_groups, share_errors, 0, self.owned),
         )
 
     def _share(

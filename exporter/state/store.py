@@ -57,6 +57,9 @@ class StateStore:
     #: a fleet replica's `__consumer_offsets` partitions gained and not read to their end yet,
     #: and the partition count: their groups are not served half read (None: none)
     catching_up: tuple[frozenset[int], int] | None = None
+    #: a fleet replica's `__consumer_offsets` partitions and their count (None alone): the
+    #: share groups of the others' partitions are theirs, not orphans
+    owned: tuple[frozenset[int], int] | None = None
     #: names of the topic ids share partitions and KIP-848 assignments are keyed by
     topic_names: TopicIdNames = field(default_factory=TopicIdNames)
     #: when the cluster last confirmed each `__consumer_offsets` partition's state complete
