@@ -379,6 +379,11 @@ def test_the_entry_point_gives_sigint_back_for_the_run(monkeypatch: pytest.Monke
         raise KeyboardInterrupt  # as if it came before cli.main's own handling began
 
     monkeypatch.setattr(offsetwatch.cli, "main", run)
-    assert entry() == 130
-    assert seen == [signal.default_int_handler]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # as a console script starts: Python's own handler (a pytest-xdist worker has its own)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert entry() == 130
+        assert seen == [signal.default_int_handler]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
