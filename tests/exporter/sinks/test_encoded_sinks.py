@@ -115,7 +115,9 @@ def test_every_release_capture_encodes_as_the_python_path(release: str) -> None:
     assert _check_encoded(module, messages) == commits > 0
 
 
-@pytest.mark.parametrize("seed", range(20))
+# six streams of every record kind and version each (1.5 CPU s a stream): more seeds cost
+# make test's time without reaching a kind these do not
+@pytest.mark.parametrize("seed", range(6))
 def test_random_streams_encode_as_the_python_path(seed: int) -> None:
     module = _accelerator()
     messages = [m for batch in _random_stream(seed) for m in batch]
@@ -343,7 +345,7 @@ def _feed(ingestor: Ingestor, sinks: RecordSinks, batches: list[list[Message]]) 
 
 
 @pytest.mark.parametrize("gzip_archive", [False, True])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 def test_both_sinks_write_what_the_python_path_writes(
     tmp_path: Path, seed: int, gzip_archive: bool
 ) -> None:
