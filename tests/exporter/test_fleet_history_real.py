@@ -6,54 +6,20 @@ zero. Two replicas (classic protocol) as child processes; the group's owner is s
 from __future__ import annotations
 
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from tests.exporter.daemon_helpers import group_path, wait_for
 from tests.exporter.exporter_process import ExporterProcess
+from tests.exporter.fleet_processes import admin_commit, fleet_replica
 from tests.real_broker import Broker, retry, unique
 
 pytestmark = pytest.mark.broker
 
 SAMPLE_S = 1.0
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _replica(
-    broker: Broker, fleet: str, name: str, tmp_path: Path, children: list[ExporterProcess]
-) -> ExporterProcess:
-    port = _port()
-    argv = [
-        "--bootstrap-server",
-        broker.bootstrap,
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--sample-interval-s",
-        str(SAMPLE_S),
-        "--snapshot-interval-s",
-        "0.5",
-        "--fleet",
-        fleet,
-        "--fleet-replica",
-        name,
-        "--fleet-url",
-        f"http://127.0.0.1:{port}",
-        "--fleet-protocol",
-        "classic",
-    ]
-    return ExporterProcess.start(argv, tmp_path / f"{name}.log", children)
 
 
 def _detail(exporter: ExporterProcess, group: str) -> dict[str, Any] | None:
@@ -73,7 +39,9 @@ def test_the_new_owner_shows_the_lag_seconds_of_the_old_one(
 ) -> None:
     fleet, topic, group = unique("fleet"), unique("orders"), unique("stuck")
     kafka_broker.create_topic(topic, 1)
-    replicas = [_replica(kafka_broker, fleet, f"h{i}", tmp_path, children) for i in range(2)]
+    replicas = [
+        fleet_replica(kafka_broker, fleet, f"h{i}", "classic", tmp_path, children) for i in range(2)
+    ]
     for replica in replicas:
         wait_for(lambda r=replica: r.get("/readyz").status == 200, "ready", describe=replica.tail)  # type: ignore[misc]
     # the records the group never reads, after the replicas started: both see them arrive
@@ -81,15 +49,7 @@ def test_the_new_owner_shows_the_lag_seconds_of_the_old_one(
     kafka_broker.produce(topic, [10])
     admin = kafka_broker.admin()  # kept alive until its futures answer
 
-    def commit() -> None:
-        tps = [TopicPartition(topic, 0, 0)]
-        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
-        for future in futures.values():
-            for tp in future.result(timeout=60).topic_partitions:
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
-
-    retry(commit)
+    retry(lambda: admin_commit(admin, group, topic, 0))
     wait_for(
         lambda: any(_lag_seconds(r, group) for r in replicas),
         "the owner shows the group's lag seconds",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -31,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from offsetwatch.decoder.partitioner import partition_for
 from tests.exporter.daemon_helpers import group_path, wait_for
 from tests.exporter.exporter_process import OFFSETWATCH, ExporterProcess
+from tests.exporter.fleet_processes import admin_commit, fleet_replica
 from tests.real_broker import Broker, retry, unique
 
 #: a fleet of child exporters through stops, kills, hangs and restarts, minutes of mostly
@@ -48,60 +47,11 @@ GROUPS = 40
 SERIES = "offsetwatch_group_partition_committed_offset"
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _commits(broker: Broker, topic: str, groups: list[str]) -> None:
     """Each group commits offset 1 + its index on `topic`, as the Admin API writes it."""
     admin = broker.admin()  # kept alive until its futures answer
-
-    def commit(group: str, offset: int) -> None:
-        tps = [TopicPartition(topic, 0, offset)]
-        futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
-        for future in futures.values():
-            for tp in future.result(timeout=60).topic_partitions:
-                if tp.error is not None:  # a topic just created: its metadata may lag
-                    raise KafkaException(tp.error)
-
     for index, group in enumerate(groups):
-        retry(lambda group=group, index=index: commit(group, 1 + index))
-
-
-def _replica(
-    broker: Broker,
-    fleet: str,
-    name: str,
-    protocol: str,
-    tmp_path: Path,
-    children: list[ExporterProcess],
-    extra: tuple[str, ...] = (),
-) -> ExporterProcess:
-    port = _port()
-    argv = [
-        "--bootstrap-server",
-        broker.bootstrap,
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--sample-interval-s",
-        "1",
-        "--snapshot-interval-s",
-        "0.5",
-        "--fleet",
-        fleet,
-        "--fleet-replica",
-        name,
-        "--fleet-url",
-        f"http://127.0.0.1:{port}",
-        "--fleet-protocol",
-        protocol,
-        *extra,
-    ]
-    return ExporterProcess.start(argv, tmp_path / f"{name}.log", children)
+        retry(lambda group=group, index=index: admin_commit(admin, group, topic, 1 + index))
 
 
 def _alone(broker: Broker, tmp_path: Path, children: list[ExporterProcess]) -> ExporterProcess:
@@ -180,7 +130,7 @@ def test_a_fleet_answers_as_one_exporter_and_hands_over(
     fleet = unique("fleet")
     alone = _alone(kafka_broker, tmp_path, children)
     replicas = [
-        _replica(kafka_broker, fleet, f"r{i}", protocol, tmp_path, children) for i in range(3)
+        fleet_replica(kafka_broker, fleet, f"r{i}", protocol, tmp_path, children) for i in range(3)
     ]
     for exporter in (alone, *replicas):
         wait_for(lambda e=exporter: _ready(e), "ready", describe=exporter.tail)  # type: ignore[misc]
@@ -295,7 +245,7 @@ def test_a_classic_fleet_through_stop_resume_add_and_all_but_one_gone(
     fleet = unique("fleet")
     alone = _alone(kafka_broker, tmp_path, children)
     replicas = [
-        _replica(kafka_broker, fleet, f"r{i}", "classic", tmp_path, children) for i in range(3)
+        fleet_replica(kafka_broker, fleet, f"r{i}", "classic", tmp_path, children) for i in range(3)
     ]
     r0, r1, r2 = replicas
     for exporter in (alone, *replicas):
@@ -385,7 +335,7 @@ def test_a_classic_fleet_through_stop_resume_add_and_all_but_one_gone(
     # partitions rebalance, the union stays whole, and the difference is said -------------
     started = time.monotonic()
     nothing = ("--group-deny", "^no-such-group-at-all$")
-    r3 = _replica(kafka_broker, fleet, "r3", "classic", tmp_path, children, nothing)
+    r3 = fleet_replica(kafka_broker, fleet, "r3", "classic", tmp_path, children, nothing)
     replicas.append(r3)
     wait_for(lambda: _ready(r3), "the added replica ready", describe=r3.tail)
     wait_for(
