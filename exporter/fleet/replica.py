@@ -138,9 +138,6 @@ class FleetPart:
         deadline = time.monotonic() + timeout_s
         request_timeout = max(1.0, timeout_s - 0.5)
         described = admin.describe_consumer_groups([self.fleet], request_timeout=request_timeout)
-        offsets = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(self.fleet)], request_timeout=request_timeout
-        )
         try:
             description = described[self.fleet].result(timeout=_left(deadline))
         except KafkaException as error:
@@ -158,6 +155,12 @@ class FleetPart:
                 return f"members with client ids {', '.join(map(repr, strangers[:5]))}" + (
                     f" and {len(strangers) - 5} more" if len(strangers) > 5 else ""
                 )
+        # asked only once the description answered: with both requests in flight, a
+        # describe refused at once (a broker still loading its coordinators) was followed by a
+        # segfault in librdkafka's main thread (reproduced twice on a fresh broker)
+        offsets = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(self.fleet)], request_timeout=request_timeout
+        )
         try:
             committed = offsets[self.fleet].result(timeout=_left(deadline))
         except KafkaException as error:
