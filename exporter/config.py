@@ -470,7 +470,8 @@ _SETTINGS: Final = (
         "publish_topic",
         "str",
         "Republish every decoded record, in offsetwatch's canonical form, to this topic "
-        "(keyed by record identity: make it a compacted topic). Empty: off.",
+        "(keyed by record identity: make it a compacted topic). In a fleet each record is "
+        "published once by the replicas together (docs/fleet.md). Empty: off.",
         "TOPIC",
         optional=True,
     ),
@@ -502,7 +503,8 @@ _SETTINGS: Final = (
         "archive_dir",
         "path",
         "Write rolling archive files of canonical records under this directory, partitioned "
-        "by date and hour for Spark (docs/archive-format.md). Empty: off.",
+        "by date and hour for Spark (docs/archive-format.md); a fleet replica writes under "
+        "DIR/<its replica name>/. Empty: off.",
         "DIR",
         optional=True,
     ),
@@ -545,7 +547,9 @@ _SETTINGS: Final = (
         "Kafka consumer group of that name over __consumer_offsets, and each reads, keeps and "
         "exports only the groups of the partitions the group assigns it; a replica that dies "
         "is replaced by the others within the group's session timeout. Any replica answers "
-        "the API for every group. Needs Read on the group of that name. See docs/fleet.md. "
+        "the API for every group. Needs Read on the group of that name. With --publish-topic "
+        "or --archive-dir the replicas commit how far each partition reached the sinks to "
+        "that group, so that its next owner writes nothing twice. See docs/fleet.md. "
         "Empty: alone.",
         "NAME",
         optional=True,
@@ -603,16 +607,9 @@ def _validate_fleet(config: ExporterConfig) -> None:
     problem = replica_name_problem(config.fleet)
     if problem is not None:
         raise _fail("fleet", f"{config.fleet!r} cannot name a fleet: {problem}")
-    for sink in ("publish_topic", "archive_dir"):
-        if getattr(config, sink) is not None:
-            # a partition gained is read from its start: its records would reach the sink
-            # again, where the resume marks of its previous owner are not known
-            raise _fail(
-                sink,
-                "does not go with --fleet yet: each replica would write again what the "
-                "previous owner of a partition wrote; run the sinks in an exporter of their "
-                "own (docs/fleet.md)",
-            )
+    # --publish-topic and --archive-dir go with --fleet: each partition's sink position is
+    # committed to the fleet's group for its next owner (exporter/fleet/sink_commits.py), and
+    # each replica archives under its own name (docs/fleet.md, "Sinks")
     if config.fleet_replica is not None:
         problem = replica_name_problem(config.fleet_replica)
         if problem is not None:

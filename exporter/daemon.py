@@ -32,7 +32,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Final
@@ -44,6 +44,7 @@ from offsetwatch.decoder.partitioner import partition_for
 from offsetwatch.decoder.registry import SHARE_STATE_TOPIC
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.fleet.replica import FleetPart, replica_identity
+from offsetwatch.exporter.fleet.sink_commits import COMMIT_INTERVAL_S, RevokeHandshake
 from offsetwatch.exporter.judge.diagnosis import DiagnosisConfig
 from offsetwatch.exporter.judge.judge import Judge
 from offsetwatch.exporter.judge.snapshot import Filters, Snapshot, SnapshotBuilder
@@ -52,6 +53,7 @@ from offsetwatch.exporter.serve.console_history import ConsoleHistory
 from offsetwatch.exporter.serve.live_records import LiveRecords
 from offsetwatch.exporter.serve.web_config import load_web_config
 from offsetwatch.exporter.sinks.checkpointer import Checkpointer
+from offsetwatch.exporter.sinks.fleet_sinks import FleetSinks
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks, SinkPartition
 from offsetwatch.exporter.sources.credential_watch import CredentialWatch
 from offsetwatch.exporter.sources.kafka_source import (
@@ -210,6 +212,12 @@ class Exporter:
     _fleet_pruned: bool = False
     #: in a fleet, partitions gained and not read to their end yet (their groups are hidden)
     _fleet_pending: set[int] = field(default_factory=set)
+    #: a fleet replica with sinks: exactly once across the partitions' owners
+    #: (exporter/sinks/fleet_sinks.py), the revocations the reader thread asks it to answer,
+    #: and when the owned partitions are next committed
+    fleet_sinks: FleetSinks | None = None
+    _handshake: RevokeHandshake | None = None
+    _next_sink_commit_ms: int = 0
 
     def __post_init__(self) -> None:
         cfg = self.config
@@ -293,6 +301,8 @@ class Exporter:
                 self._offsets_partition_count,
             )
             self.fleet.check_name_free()  # an application's group is refused (FleetNameTaken)
+            if cfg.publish_topic is not None or cfg.archive_dir is not None:
+                self._open_fleet_sinks(self.fleet.identity.name)
         self.readers.offsets = SourceReader(
             OffsetsTopicSource(
                 self.kafka_config(),
@@ -303,6 +313,7 @@ class Exporter:
             ),
             name="offsets_reader",
         )
+        self.readers.offsets.source.sink_commits = self._handshake
         self.readers.share = SourceReader(
             OffsetsTopicSource(
                 self.kafka_config(),
@@ -321,13 +332,15 @@ class Exporter:
             self._check_renewed_settings,
         )
         self.store.ingestor.sinks.extend(self.sinks.guards)
-        # HTTP answers (not ready) meanwhile; nothing is ingested before it is done
-        self.sinks.start_resume_scan(
-            self.kafka_config(),
-            positions,
-            cluster_id,
-            None if restored is None else restored.resume_since_ms,
-        )
+        # HTTP answers (not ready) meanwhile; nothing is ingested before it is done. A
+        # fleet replica reads back at each gain instead, from the fleet's commits
+        if self.fleet_sinks is None:
+            self.sinks.start_resume_scan(
+                self.kafka_config(),
+                positions,
+                cluster_id,
+                None if restored is None else restored.resume_since_ms,
+            )
         self.stats.sinks = self.sinks.healths
         if cfg.checkpoint_path is not None:
             self.stats.sinks.append(self.checkpointer.health)
@@ -337,6 +350,53 @@ class Exporter:
         if self.fleet is not None:
             self.stats.parts.append(self.fleet.health)
             self.fleet.start()
+
+    def _open_fleet_sinks(self, replica: str) -> None:
+        """Each replica archives under its own name in --archive-dir; its partitions' sink
+        positions go to the fleet's group (exporter/fleet/sink_commits.py)."""
+        cfg = self.config
+        if cfg.archive_dir is not None:
+            self.sinks.config = replace(cfg, archive_dir=Path(cfg.archive_dir) / replica)
+        self.fleet_sinks = FleetSinks(
+            self.sinks, None if cfg.archive_dir is None else Path(cfg.archive_dir)
+        )
+        self._handshake = RevokeHandshake()
+
+    def _serve_handover(self) -> None:
+        """Answer the reader thread's revocation (its records are delivered, then their
+        position is committed) and stop writing lost partitions, before the next batch."""
+        handshake = self._handshake
+        fleet_sinks = self.fleet_sinks
+        if handshake is None or fleet_sinks is None:
+            return
+        lost = handshake.take_lost()
+        if lost:
+            fleet_sinks.close(lost)
+        revoked = handshake.pending()
+        if revoked is None:
+            return
+        commits = fleet_sinks.hand_over(
+            revoked,
+            self.store.positions,
+            self._next_to_read(self.source),
+            timeout_s=handshake.wait_s / 2,
+        )
+        handshake.answer(commits)
+
+    def _commit_sinks(self, final: bool = False) -> None:
+        """The owned partitions' sink positions to the fleet's group: at the reader's next
+        poll, or (`final`: the reader thread has stopped) now."""
+        source = self.source
+        fleet_sinks = self.fleet_sinks
+        if fleet_sinks is None or source is None:
+            return
+        owned = source.assigned_partitions()
+        positions = {p: o for p, o in self.store.positions.items() if p in owned}
+        commits = fleet_sinks.commits(positions, self._next_to_read(source))
+        if final:
+            source.commit_now(commits)
+        else:
+            source.request_commit(commits)
 
     def _offsets_partition_count(self) -> int:
         reader = self.readers.offsets
@@ -421,6 +481,7 @@ class Exporter:
         reader = self.readers.offsets
         assert reader is not None, "open() first"
         handled = 0
+        self._serve_handover()
         if not self.sinks.resume_pending():
             now = self.clock_ms()
             wait_s = max(0.0, min(max_wait_s, (self._next_deadline_ms() - now) / 1000))
@@ -486,6 +547,9 @@ class Exporter:
             if schedule.next_checkpoint_ms:
                 self.checkpoint()
             schedule.next_checkpoint_ms = now + int(self.config.checkpoint_interval_s * 1000)
+        if self.fleet_sinks is not None and now >= self._next_sink_commit_ms:
+            self._commit_sinks()
+            self._next_sink_commit_ms = now + int(COMMIT_INTERVAL_S * 1000)
 
     def _check_renewed_settings(self, settings: Mapping[str, object]) -> None:
         """Renewed settings are checked as every client that will take them: the consumers,
@@ -554,6 +618,8 @@ class Exporter:
         for partition in partitions:
             taken = self.store.take(partition, count)
             self.sinks.take(partition)
+            if self.fleet_sinks is not None:
+                self.fleet_sinks.lost(partition)
             self.stats.forget_partition(partition)
             log.info(
                 "%s partition %d is another replica's now: %d group(s) dropped",
@@ -593,6 +659,13 @@ class Exporter:
         if isinstance(event, PartitionsAssigned) and self.fleet is not None:
             self._fleet_pending.update(event.partitions)
             self._publish_pending()
+            if self.fleet_sinks is not None:
+                source = self.source
+                self.fleet_sinks.gain(
+                    event.committed,
+                    self.kafka_config(),
+                    None if source is None else source.cluster_id,
+                )
             return False
         if isinstance(event, OffsetOutOfRange):
             # the checkpoint points where the log no longer is: rebuild from scratch
@@ -847,12 +920,20 @@ class Exporter:
         `close_failed`."""
         if self.fleet is not None:
             self.fleet.stop()
+        if self._handshake is not None:
+            # the main loop answers no revocation any more (one inside the client's close
+            # runs on this thread): the last commit below covers what the sinks delivered
+            self._handshake.disable()
         readers = self.readers.all()
         for reader in readers:
             reader.request_stop()
         stopped = [reader.stop() for reader in readers]
         if not self.sinks.drain():
             self.close_failed = True
+        if stopped and stopped[0]:
+            # the client's own commit, before it leaves the group in reader.close(): the
+            # next owners start from it (never while the reader thread may still use it)
+            self._commit_sinks(final=True)
         if not self.checkpoint():
             self.close_failed = True
             log.error(

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from offsetwatch.exporter.config import ConfigError, ExporterConfig
 from offsetwatch.exporter.fleet.identity import ReplicaIdentity
 from offsetwatch.exporter.fleet.membership import GroupMembership, membership
+from offsetwatch.exporter.fleet.sink_commits import is_sink_commit
 from offsetwatch.exporter.fleet.view import REFRESH_S, FleetMember, FleetView, FleetWatch
 from offsetwatch.exporter.stats import PartHealth
 from offsetwatch.exporter.supervisor import Supervised
@@ -110,7 +111,8 @@ class FleetPart:
 
     def check_name_free(self, timeout_s: float = NAME_CHECK_TIMEOUT_S) -> None:
         """Refuse a fleet whose group id an application uses: the group has members that are
-        no offsetwatch replica, or committed offsets (a fleet never commits). Raises
+        no offsetwatch replica, or committed offsets other than the fleet's own sink commits
+        (exporter/fleet/sink_commits.py: their metadata says so). Raises
         FleetNameTaken with one line naming the group; a question Kafka does not answer
         within `timeout_s` is one WARNING, and the start goes on."""
         try:
@@ -167,7 +169,11 @@ class FleetPart:
             if _not_found(error):
                 return None
             raise
-        held = [tp for tp in committed.topic_partitions or () if tp.offset >= 0]
+        held = [
+            tp
+            for tp in committed.topic_partitions or ()
+            if tp.offset >= 0 and not is_sink_commit(tp.metadata)
+        ]
         if held:
             topics = sorted({tp.topic for tp in held})
             return f"offsets committed on {len(held)} partition(s) of {', '.join(topics[:5])}"

@@ -21,7 +21,10 @@ The pieces:
   (salvaged in-progress files included: salvaging rewrites them).
 * `SkipSet` answers, per record read again, whether a sink already has it. Memory is bounded
   by what was written after the checkpoint: positions below it are never collected, and a
-  partition's set is dropped once reading passed its last entry.
+  partition's set is dropped once reading passed its last entry. In a fleet it also holds,
+  per partition gained, the position its earlier owners' sinks reached (every record below
+  it is skipped: exporter/sinks/fleet_sinks.py), and the partitions being handed over
+  (nothing of theirs is written any more).
 
 A wrong bound can only cost duplicates (what the scan does not reach is written again), never
 a loss: only positions actually found are skipped.
@@ -181,6 +184,10 @@ class SkipSet:
 
     _by_partition: dict[int, set[int]] = field(default_factory=dict)
     _last: dict[int, int] = field(default_factory=dict)
+    #: partition -> every record below this offset is skipped (dropped once read past)
+    _floors: dict[int, int] = field(default_factory=dict)
+    #: partitions whose records are all skipped (handed to another exporter)
+    _closed: set[int] = field(default_factory=set)
     skipped: int = 0
 
     @classmethod
@@ -199,13 +206,32 @@ class SkipSet:
         return sum(len(offsets) for offsets in self._by_partition.values())
 
     def __bool__(self) -> bool:
-        return bool(self._by_partition)
+        return bool(self._by_partition or self._floors or self._closed)
+
+    def floor(self, partition: int, offset: int) -> None:
+        """Skip every record of `partition` below `offset` (a sink has them all)."""
+        if offset > 0:
+            self._floors[partition] = offset
+
+    def close(self, partition: int) -> None:
+        """Skip every record of `partition` from now on (until `take_partition`)."""
+        self._closed.add(partition)
 
     def last_offsets(self) -> dict[int, int]:
         return dict(self._last)
 
     def take(self, partition: int, offset: int) -> bool:
         """True (once) when the sink already has this record: do not write it again."""
+        if self._closed and partition in self._closed:
+            self.skipped += 1
+            return True
+        if self._floors:
+            floor = self._floors.get(partition)
+            if floor is not None:
+                if offset < floor:
+                    self.skipped += 1
+                    return True
+                del self._floors[partition]  # read past it
         offsets = self._by_partition.get(partition)
         if offsets is None:
             return False
@@ -221,7 +247,10 @@ class SkipSet:
         return False
 
     def take_partition(self, partition: int) -> frozenset[int]:
-        """Remove and return the offsets of `partition` still to be skipped."""
+        """Remove and return the offsets of `partition` still to be skipped (its floor and
+        closing go too: the partition is another exporter's)."""
+        self._floors.pop(partition, None)
+        self._closed.discard(partition)
         offsets = self._by_partition.get(partition)
         if offsets is None:
             return frozenset()
@@ -239,6 +268,8 @@ class SkipSet:
     def clear(self) -> None:
         self._by_partition.clear()
         self._last.clear()
+        self._floors.clear()
+        # a partition being handed over stays closed: a rebuild does not make it ours again
 
 
 def _int_header(value: bytes | str | None) -> int | None:

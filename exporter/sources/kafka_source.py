@@ -2,8 +2,10 @@
 
 `OffsetsTopicSource` wraps one confluent-kafka Consumer that *assigns* every partition of
 the offsets topic (a group subscription would make the exporter a group member and let the
-broker move partitions away from it). It never commits: the exporter keeps its own
-checkpoints and hands the positions back via `start_positions`.
+broker move partitions away from it). Alone it never commits: the exporter keeps its own
+checkpoints and hands the positions back via `start_positions`. A fleet replica with sinks
+commits how far its partitions reached the sinks to the fleet's group (`sink_commits`,
+exporter/fleet/sink_commits.py), for the next owner of each.
 
 Out-of-range start positions (the log start moved past a checkpoint, or the topic was
 recreated) are detected twice, because either check alone has a hole:
@@ -43,10 +45,14 @@ from confluent_kafka import (
 from offsetwatch.core.acl_hints import grant_line
 from offsetwatch.core.topics import OFFSETS_TOPIC as OFFSETS_TOPIC
 from offsetwatch.exporter.fleet.membership import GroupMembership
+from offsetwatch.exporter.fleet.sink_commits import RevokeHandshake, SinkCommit, parse_commit
 from offsetwatch.exporter.kafka_clients import AddressWatch, ClientGenerations, redact
 from offsetwatch.exporter.state.ingest import ingest_accelerator
 
 log = logging.getLogger(__name__)
+
+#: a gained partition's sink commit is asked inside the assign callback
+_COMMITTED_TIMEOUT_S = 10.0
 
 # ------------------------------------------------------------------------------------------
 # Value objects
@@ -126,6 +132,9 @@ class PartitionsAssigned:
     """Partitions that started being read (at start, or because the topic grew)."""
 
     partitions: tuple[int, ...]
+    #: a fleet replica with sinks: how far each reached the sinks under its earlier owners
+    #: (the fleet's commits; a partition whose commit could not be read is missing)
+    committed: tuple[SinkCommit, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -325,6 +334,11 @@ class OffsetsTopicSource:
         #: records fetched before a revocation its callbacks applied (`_drop_revoked`)
         self._revoked_in_poll: set[int] = set()
         self._assigned_in_poll: dict[int, int] = {}
+        #: a fleet replica with sinks: its sink commits (read at each gain, made at each
+        #: revocation through the main loop's answer, periodically and at exit)
+        self.sink_commits: RevokeHandshake | None = None
+        self._commits_due: list[SinkCommit] = []
+        self.commit_errors_total = 0
         #: a topic that may not exist (`__share_group_state` before any share group): its
         #: absence is looked up again quietly, not reported as an error every few seconds
         self.optional = optional
@@ -524,6 +538,8 @@ class OffsetsTopicSource:
             self._refresh_assignment()
         self._revoked_in_poll.clear()
         self._assigned_in_poll.clear()
+        if self._commits_due:
+            self._commit_due()
         raw = self._consumer.consume(max_messages, timeout_s)
         if self._nudge:
             self._nudge_stuck()
@@ -835,9 +851,12 @@ class OffsetsTopicSource:
                 )
             to_assign.append(TopicPartition(self.topic, tp.partition, OFFSET_BEGINNING))
             self._logical_starts[tp.partition] = OFFSET_BEGINNING
+        gained = tuple(sorted(tp.partition for tp in to_assign))
+        # before the records can be fetched: the bound "now" of a first commit must come
+        # before any record of the partition reaches this replica
+        committed = () if self.sink_commits is None else self._read_commits(consumer, gained)
         consumer.incremental_assign(to_assign)
         self._assigned_in_poll.update((tp.partition, tp.offset) for tp in to_assign)
-        gained = tuple(sorted(tp.partition for tp in to_assign))
         if self.refused_group is not None:
             log.info("%s source: the fleet's group can be joined again", self.topic)
             self.refused_group = None
@@ -845,7 +864,7 @@ class OffsetsTopicSource:
             self._joined = True
             self._assigned.update(gained)
             if gained:
-                self._events.append(PartitionsAssigned(gained))
+                self._events.append(PartitionsAssigned(gained, committed))
         log.info(
             "%s source: the fleet's group gave this replica %d partition(s)%s",
             self.topic,
@@ -863,6 +882,13 @@ class OffsetsTopicSource:
         """Partitions another member holds now: stop reading them and forget where they
         were; the daemon drops their groups (PartitionsRevoked)."""
         mine = [tp for tp in partitions if tp.topic == self.topic]
+        handshake = self.sink_commits
+        if mine and handshake is not None:
+            if lost:
+                handshake.note_lost(tp.partition for tp in mine)
+            else:
+                # still this member's: the commit goes before the partition does
+                self._commit(consumer, handshake.ask(tp.partition for tp in mine), wait=True)
         if mine:
             try:
                 consumer.incremental_unassign(mine)
@@ -903,6 +929,92 @@ class OffsetsTopicSource:
                 self._events.append(PartitionsRevoked(gone))
         self._subscribed = False
         self._next_refresh = 0.0  # the new client subscribes at the next poll
+
+    # -- sink commits (a fleet replica with sinks) --------------------------------------------
+
+    def _read_commits(self, consumer: Any, gained: tuple[int, ...]) -> tuple[SinkCommit, ...]:
+        """The fleet's sink commits of `gained`; a partition with none of ours is committed
+        now at 0 with the bound now (nothing of it reached this replica's sinks yet)."""
+        if not gained:
+            return ()
+        now_ms = time.time_ns() // 1_000_000
+        try:
+            answers = consumer.committed(
+                [TopicPartition(self.topic, p) for p in gained], timeout=_COMMITTED_TIMEOUT_S
+            )
+        except (KafkaException, RuntimeError) as exc:
+            self.commit_errors_total += 1
+            log.warning(
+                "%s source: the fleet's sink commits of partitions %s could not be read (%s): "
+                "their records are written to the sinks again from the log start (duplicates)",
+                self.topic,
+                list(gained),
+                exc,
+            )
+            return ()
+        found: dict[int, SinkCommit] = {}
+        for tp in answers:
+            commit = None
+            if tp.error is None:
+                commit = parse_commit(tp.partition, int(tp.offset), tp.metadata)
+            if commit is not None:
+                found[tp.partition] = commit
+        first = [SinkCommit(p, 0, now_ms) for p in gained if p not in found]
+        if first and self._commit(consumer, first, wait=True):
+            found.update((c.partition, c) for c in first)
+        log.info(
+            "%s source: sink commits of the partitions gained: %s",
+            self.topic,
+            {p: found[p].offset for p in sorted(found)},
+        )
+        return tuple(found[p] for p in sorted(found))
+
+    def _commit(self, consumer: Any, commits: list[SinkCommit], wait: bool) -> bool:
+        if not commits:
+            return True
+        offsets = [TopicPartition(self.topic, c.partition, c.offset, c.metadata()) for c in commits]
+        try:
+            answers = consumer.commit(offsets=offsets, asynchronous=not wait)
+        except (KafkaException, RuntimeError) as exc:
+            # a member that lost its partitions is refused (stale generation / member epoch)
+            self.commit_errors_total += 1
+            log.warning(
+                "%s source: the sink commit of partitions %s failed: %s",
+                self.topic,
+                [c.partition for c in commits],
+                exc,
+            )
+            return False
+        failed = [tp for tp in answers or () if tp.error is not None]
+        if failed:
+            self.commit_errors_total += 1
+            log.warning(
+                "%s source: the sink commit was refused for %s",
+                self.topic,
+                {tp.partition: str(tp.error) for tp in failed},
+            )
+            return False
+        return True
+
+    def request_commit(self, commits: list[SinkCommit]) -> None:
+        """Any thread: commit these (of partitions still assigned) at the reader's next poll,
+        without waiting for the answer."""
+        with self._lock:
+            self._commits_due = list(commits)
+
+    def _commit_due(self) -> None:
+        with self._lock:
+            due = [c for c in self._commits_due if c.partition in self._assigned]
+            self._commits_due = []
+        self._commit(self._consumer, due, wait=False)
+
+    def commit_now(self, commits: list[SinkCommit]) -> bool:
+        """Commit and wait: the exit's last commit, once the reader thread has stopped (the
+        client is not used by two threads at once)."""
+        with self._lock:
+            due = [c for c in commits if c.partition in self._assigned]
+            self._commits_due = []
+        return self._commit(self._consumer, due, wait=True)
 
     def joined(self) -> bool:
         """Alone: always; in a fleet, once the group gave this member an assignment."""

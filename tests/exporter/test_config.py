@@ -557,13 +557,17 @@ def test_a_secret_file_that_cannot_be_read_stops_the_start_naming_it(tmp_path: P
         ({"fleet": "f", "fleet_url": "ftp://h:1"}, "the scheme must be http or https"),
         ({"fleet": "f", "http_port": 0}, "--fleet-url is needed with --http-port 0"),
         ({"fleet": "f", "http_port": 1, "fleet_protocol": "x"}, "--fleet-protocol must be one"),
-        ({"fleet": "f", "http_port": 1, "publish_topic": "t"}, "--publish-topic does not go"),
-        ({"fleet": "f", "http_port": 1, "archive_dir": Path("a")}, "--archive-dir does not go"),
     ],
 )
 def test_fleet_settings_that_cannot_work_are_refused(settings: dict[str, Any], said: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(said)):
         ExporterConfig(**settings)
+
+
+def test_a_fleet_replica_may_republish_and_archive() -> None:
+    # each partition's sink position goes to the fleet's group (exporter/fleet/sink_commits.py)
+    config = ExporterConfig(fleet="f", http_port=1, publish_topic="t", archive_dir=Path("a"))
+    assert (config.publish_topic, config.archive_dir) == ("t", Path("a"))
 
 
 def test_a_fleet_replica_with_its_defaults() -> None:

@@ -21,6 +21,7 @@ from offsetwatch.exporter.fleet.replica import (
     replica_identity,
     settings_fingerprint,
 )
+from offsetwatch.exporter.fleet.sink_commits import SinkCommit
 
 CONFIG = ExporterConfig(fleet="ow-fleet", fleet_url="http://127.0.0.1:9380")
 REPLICA = "offsetwatch-fleet|r1|http://h:1|0123456789ab"
@@ -64,6 +65,7 @@ def _group(*client_ids: str) -> Any:
 
 
 NO_OFFSETS = SimpleNamespace(topic_partitions=[])
+SINK_COMMIT = SinkCommit(3, 40, 5).metadata()
 NOT_FOUND = KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND, "no such group"))
 
 
@@ -74,6 +76,8 @@ NOT_FOUND = KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND, "no such gr
         (NOT_FOUND, NOT_FOUND),
         (_group(REPLICA, "offsetwatch-fleet|r2|"), NO_OFFSETS),  # the fleet's own replicas
         (_group(), SimpleNamespace(topic_partitions=[TopicPartition("t", 0, -1001)])),
+        # the fleet's own sink commits (exporter/fleet/sink_commits.py)
+        (_group(), SimpleNamespace(topic_partitions=[TopicPartition("t", 3, 40, SINK_COMMIT)])),
     ],
 )
 def test_a_free_name_or_the_fleet_itself_passes(described: Any, offsets: Any) -> None:

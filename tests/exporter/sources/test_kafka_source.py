@@ -1063,3 +1063,97 @@ def test_a_fleet_replica_refused_its_group_says_so_once_with_the_grant(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "--allow-principal User:monitor --operation Read --group 'prod'" in warnings[0]
+
+
+class _CommittingMember(_Member):
+    """A member whose group holds `held` (partition -> (offset, metadata)) and that records
+    its commits (and in which order against the unassignments)."""
+
+    def __init__(self, held: dict[int, tuple[int, str | None]]) -> None:
+        super().__init__()
+        self.held = held
+        self.calls: list[Any] = []
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> Any:
+        out = []
+        for tp in partitions:
+            offset, metadata = self.held.get(tp.partition, (-1001, None))
+            if metadata is None:
+                out.append(TopicPartition(tp.topic, tp.partition, offset))
+            else:
+                out.append(TopicPartition(tp.topic, tp.partition, offset, metadata))
+        return out
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> Any:
+        self.calls.append(("commit", [(tp.partition, tp.offset) for tp in offsets], asynchronous))
+        return None if asynchronous else offsets
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("unassign", [tp.partition for tp in partitions]))
+        super().incremental_unassign(partitions)
+
+
+def test_a_fleet_replica_with_sinks_reads_the_commits_of_what_it_gains() -> None:
+    """A gained partition comes with its sink commit; one with none of ours (an application's
+    metadata counts as none) is committed at 0 at once, before anything of it is read."""
+    from offsetwatch.exporter.fleet.membership import membership
+    from offsetwatch.exporter.fleet.sink_commits import RevokeHandshake, SinkCommit
+
+    consumer = _CommittingMember({0: (40, "offsetwatch-sinks/1 since_ms=7"), 1: (3, "app")})
+    source = OffsetsTopicSource(
+        {},
+        consumer_factory=lambda _config: consumer,
+        membership=membership("fleet", "offsetwatch-fleet|r0|", "classic"),
+    )
+    source.sink_commits = RevokeHandshake(wait_s=0.01)
+    consumer.script = [("assign", [0, 1])]
+    (event,) = source.poll_batch().events
+    assert isinstance(event, PartitionsAssigned) and event.partitions == (0, 1)
+    assert event.committed[0] == SinkCommit(0, 40, 7)
+    assert (event.committed[1].partition, event.committed[1].offset) == (1, 0)
+    assert consumer.calls == [("commit", [(1, 0)], False)]
+    # still read from the log start: the state needs every record
+    assert [offset for _p, offset in consumer.assigned] == [-2, -2]
+
+    # periodic commits go at the reader's next poll, of partitions still held
+    source.request_commit([SinkCommit(0, 50, 8), SinkCommit(9, 1, 1)])
+    source.poll_batch()
+    assert consumer.calls[-1] == ("commit", [(0, 50)], True)
+    source.close()
+
+
+def test_a_revocation_commits_the_main_loop_s_answer_before_the_partition_goes() -> None:
+    from offsetwatch.exporter.fleet.membership import membership
+    from offsetwatch.exporter.fleet.sink_commits import RevokeHandshake, SinkCommit
+    from offsetwatch.exporter.sources.kafka_source import PartitionsRevoked
+
+    consumer = _CommittingMember({})
+    source = OffsetsTopicSource(
+        {},
+        consumer_factory=lambda _config: consumer,
+        membership=membership("fleet", "offsetwatch-fleet|r0|", "classic"),
+    )
+    handshake = source.sink_commits = RevokeHandshake(wait_s=30)
+    consumer.script = [("assign", [0, 1])]
+    source.poll_batch()
+    main_loop = threading.Thread(
+        target=lambda: _answer_when_asked(handshake, [SinkCommit(1, 12, 5)]), daemon=True
+    )
+    main_loop.start()
+    consumer.script = [("revoke", [1])]
+    batch = source.poll_batch()
+    main_loop.join(30)
+    assert batch.events == [PartitionsRevoked((1,))]
+    assert consumer.calls[-2:] == [("commit", [(1, 12)], False), ("unassign", [1])]
+    # a lost partition commits nothing: the main loop only stops writing it
+    consumer.script = [("lost", [0])]
+    source.poll_batch()
+    assert consumer.calls[-1] == ("unassign", [0])
+    assert handshake.take_lost() == {0}
+    source.close()
+
+
+def _answer_when_asked(handshake: Any, commits: list[Any]) -> None:
+    while handshake.pending() is None:
+        threading.Event().wait(0.01)
+    handshake.answer(commits)
