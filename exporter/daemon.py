@@ -651,6 +651,11 @@ class Exporter:
 
     def _on_event(self, event: object) -> bool:
         """Handle a source event; True when it rebuilt the state."""
+        if (
+            isinstance(event, PartitionsRevoked | PartitionsAssigned)
+            and self._handshake is not None
+        ):
+            self._handshake.settled(event.partitions)
         if isinstance(event, PartitionsRevoked):
             self._drop_partitions(event.partitions)
             self._fleet_pending.difference_update(event.partitions)

@@ -124,6 +124,13 @@ class RevokeHandshake:
         with self._lock:
             self._lost.update(partitions)
 
+    def settled(self, partitions: Iterable[int]) -> None:
+        """Main loop: the event of these partitions' loss or gain was handled; a loss noted
+        before it must not close them afterwards (a partition lost and gained again within
+        one consume would stay closed)."""
+        with self._lock:
+            self._lost.difference_update(partitions)
+
     def take_lost(self) -> set[int]:
         with self._lock:
             lost, self._lost = self._lost, set()

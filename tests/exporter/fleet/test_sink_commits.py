@@ -65,3 +65,11 @@ def test_lost_partitions_are_taken_once() -> None:
     handshake.note_lost([2])
     assert handshake.take_lost() == {2, 4}
     assert handshake.take_lost() == set()
+
+
+def test_a_loss_handled_before_it_was_served_closes_nothing_afterwards() -> None:
+    # lost and given back within one consume: the events came first
+    handshake = RevokeHandshake()
+    handshake.note_lost([3, 5])
+    handshake.settled([3])
+    assert handshake.take_lost() == {5}
