@@ -38,8 +38,11 @@ def fleet_replica(
     tmp_path: Path,
     children: list[ExporterProcess],
     extra: tuple[str, ...] = (),
+    log_name: str | None = None,
 ) -> ExporterProcess:
-    """A replica of `fleet` on a free port it announces as its URL, sampling every second."""
+    """A replica of `fleet` on a free port it announces as its URL, sampling every second;
+    its log is `log_name` (a replica started again under its name needs a log of its own:
+    the URL is read from the log) or `<name>.log` in `tmp_path`."""
     port = free_port()
     argv = [
         "--bootstrap-server",
@@ -62,4 +65,18 @@ def fleet_replica(
         protocol,
         *extra,
     ]
-    return ExporterProcess.start(argv, tmp_path / f"{name}.log", children)
+    return ExporterProcess.start(argv, tmp_path / (log_name or f"{name}.log"), children)
+
+
+def fleet_members(exporter: ExporterProcess) -> dict[str, list[int]]:
+    """Replica name -> partitions, as `exporter`'s /api/v1/fleet last described the group."""
+    answer = exporter.get("/api/v1/fleet")
+    assert answer.status == 200, answer.body
+    return {m["replica"]: m["partitions"] for m in answer.json()["members"]}
+
+
+def fleet_settled(asked: ExporterProcess, names: set[str], partitions: int) -> bool:
+    """`asked` sees exactly the replicas `names`, holding every partition between them."""
+    members = fleet_members(asked)
+    held = sorted(p for owned in members.values() for p in owned)
+    return set(members) == names and held == list(range(partitions))
