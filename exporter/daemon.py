@@ -301,6 +301,7 @@ class Exporter:
                 self._offsets_partition_count,
             )
             self.fleet.check_name_free()  # an application's group is refused (FleetNameTaken)
+            self.fleet.choose_protocol()
             if cfg.publish_topic is not None or cfg.archive_dir is not None:
                 self._open_fleet_sinks(self.fleet.identity.name)
         self.readers.offsets = SourceReader(

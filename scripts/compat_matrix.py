@@ -34,7 +34,8 @@ import kafka_launcher  # noqa: E402
 
 #: the modules whose answers depend on the release: what Kafka writes (dump-log of its own
 #: segments, live decoding), what its OffsetFetch / ListOffsets / DescribeGroups answer
-#: (the exporter's API and metrics, `groups`, `offsets reset` plans), share and streams groups
+#: (the exporter's API and metrics, `groups`, `offsets reset` plans), share and streams groups,
+#: the fleet's group protocol
 SCENARIOS: Final = (
     "tests/offsetwatch/test_decode_real_broker.py",
     "tests/offsetwatch/test_groups_real_broker.py",
@@ -43,6 +44,8 @@ SCENARIOS: Final = (
     "tests/decoder/test_share_state_broker.py",
     "tests/exporter/test_share_groups_real_broker.py",
     "tests/exporter/test_streams_groups_real_broker.py",
+    # a fleet's membership: KIP-848 where the release has it, the classic fallback elsewhere
+    "tests/exporter/sources/test_fleet_source_real.py",
 )
 LOG_DIR: Final = REPO_ROOT / ".compat"
 #: pytest's last line: "12 passed, 3 skipped in 101.20s (0:01:41)" (-q drops the "=" rule)

@@ -7,12 +7,20 @@ is early access and off) answers the member's first ConsumerGroupHeartbeat with 
 unsupported-version error; the member then joins with the classic protocol and the
 cooperative-sticky assignor, which also moves only what must move (`fallback`).
 
+Not every broker without it says so: 3.9 runs the classic coordinator by default and its
+early-access ConsumerGroupHeartbeat (v0) is one librdkafka 2.16 sends without an error and
+without ever getting an assignment (a fleet on 3.9 never joined: 3 replicas, 90 s, no
+partition). So `--fleet-protocol auto` first asks a broker which protocols its coordinator
+runs (`group.coordinator.rebalance.protocols`, `for_broker`); only where that cannot be
+asked (no DescribeConfigs on the cluster) does it rely on the error.
+
 The group is never committed to: positions come from the checkpoint or the log start, so the
 group holds members and assignments only (it shows as a consumer group with no offsets).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -26,6 +34,10 @@ PROTOCOLS: Final = ("auto", "consumer", "classic")
 #: within it, where librdkafka's default of 45 s would leave them unexported that long
 CLASSIC_SESSION_TIMEOUT_MS: Final = 10_000
 CLASSIC_HEARTBEAT_MS: Final = 2_000
+
+#: the broker setting naming the group protocols its coordinator runs (Kafka 3.7+): by
+#: default "classic,consumer" from 4.0 (",streams" from 4.1), "classic" on 3.9
+REBALANCE_PROTOCOLS: Final = "group.coordinator.rebalance.protocols"
 
 #: what a broker without KIP-848 answers a ConsumerGroupHeartbeat with (librdkafka's own code
 #: for an API the broker lacks, and the broker's for a version it refuses)
@@ -72,6 +84,24 @@ class GroupMembership:
         if "Heartbeat" not in text and "group.protocol" not in text and "KIP-848" not in text:
             return None
         return GroupMembership(self.group, self.client_id, "classic", False)
+
+    def for_broker(self, protocols: Collection[str] | None) -> GroupMembership:
+        """The membership to join with where the brokers' coordinator runs `protocols`
+        (`REBALANCE_PROTOCOLS`; None: not known): classic where the protocol was left to
+        choose and the coordinator runs no KIP-848 groups; this one otherwise."""
+        if self.protocol != "consumer" or not self.may_fall_back or protocols is None:
+            return self
+        if "consumer" in protocols:
+            return self
+        return GroupMembership(self.group, self.client_id, "classic", False)
+
+
+def rebalance_protocols(value: str | None) -> frozenset[str] | None:
+    """The protocols of a `REBALANCE_PROTOCOLS` value ("classic,consumer"); None for none."""
+    if value is None:
+        return None
+    names = frozenset(p.strip().lower() for p in value.split(",") if p.strip())
+    return names or None
 
 
 def membership(group: str, client_id: str, protocol: str) -> GroupMembership:

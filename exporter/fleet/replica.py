@@ -14,11 +14,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
 
 from offsetwatch.exporter.config import ConfigError, ExporterConfig
 from offsetwatch.exporter.fleet.identity import ReplicaIdentity
-from offsetwatch.exporter.fleet.membership import GroupMembership, membership
+from offsetwatch.exporter.fleet.membership import (
+    REBALANCE_PROTOCOLS,
+    GroupMembership,
+    membership,
+    rebalance_protocols,
+)
 from offsetwatch.exporter.fleet.sink_commits import is_sink_commit
 from offsetwatch.exporter.fleet.view import REFRESH_S, FleetMember, FleetView, FleetWatch
 from offsetwatch.exporter.stats import PartHealth
@@ -49,6 +58,21 @@ FINGERPRINTED: Final = (
     "storm_rebalances",
     "rebalance_grace_s",
 )
+
+
+def coordinator_protocols(admin: Any, timeout_s: float) -> frozenset[str] | None:
+    """The group protocols a broker's coordinator runs (`REBALANCE_PROTOCOLS`), asked of the
+    lowest broker id; None where the broker has no such setting (before 3.7). Raises what the
+    Admin API raises (DescribeConfigs on the cluster refused, no answer)."""
+    brokers = sorted(admin.list_topics(timeout=timeout_s).brokers)
+    if not brokers:
+        return None
+    resource = ConfigResource(ResourceType.BROKER, str(brokers[0]))
+    entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(
+        timeout_s
+    )
+    entry = entries.get(REBALANCE_PROTOCOLS)
+    return rebalance_protocols(None if entry is None else entry.value)
 
 
 class FleetNameTaken(ConfigError):
@@ -133,6 +157,34 @@ class FleetPart:
                 f"application ({taken}); a replica would join it and take partitions of "
                 "__consumer_offsets as that application's member. Choose another --fleet name"
             )
+
+    def choose_protocol(self, timeout_s: float = NAME_CHECK_TIMEOUT_S) -> None:
+        """With `--fleet-protocol auto`: join with the classic protocol where a broker says
+        its coordinator runs no KIP-848 groups (exporter/fleet/membership.py says why the
+        error alone is not enough). A question Kafka does not answer leaves the choice to
+        the broker's error, with one INFO line."""
+        if self.membership.protocol != "consumer" or not self.membership.may_fall_back:
+            return
+        try:
+            protocols = coordinator_protocols(self._admin_client(), timeout_s)
+        except (KafkaException, concurrent.futures.TimeoutError, OSError, ValueError) as error:
+            log.info(
+                "fleet %s: could not ask a broker for %s (%s): joining with KIP-848, and "
+                "with the classic protocol if the broker refuses it",
+                self.fleet,
+                REBALANCE_PROTOCOLS,
+                _error_text(error),
+            )
+            return
+        chosen = self.membership.for_broker(protocols)
+        if chosen is not self.membership:
+            log.info(
+                "fleet %s: the brokers' group coordinator runs %s, no KIP-848 groups: joining "
+                "with the classic protocol (cooperative-sticky)",
+                self.fleet,
+                ",".join(sorted(protocols or ())),
+            )
+            self.membership = chosen
 
     def _application_in_group(self, timeout_s: float) -> str | None:
         """What shows that an application uses the fleet's group (None: nothing does)."""

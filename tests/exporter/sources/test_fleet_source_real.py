@@ -1,7 +1,11 @@
 """The `__consumer_offsets` source as a member of a fleet's consumer group, on the real broker:
 members split the partitions between them, each exactly once; a member that leaves hands its
 partitions to the others, which read them from the log start; the group is never committed
-to. Kafka's own DescribeConsumerGroups is the reference for who holds what."""
+to. Kafka's own DescribeConsumerGroups is the reference for who holds what.
+
+Each protocol the flag names: KIP-848 (where the release has it GA, 4.0+), classic, and
+`auto`, which must speak KIP-848 where it can and fall back to classic where the broker lacks
+it (3.9): the version matrix (scripts/compat_matrix.py) runs this module on every release."""
 
 from __future__ import annotations
 
@@ -12,21 +16,25 @@ import pytest
 
 from offsetwatch.exporter.fleet.identity import ReplicaIdentity
 from offsetwatch.exporter.fleet.membership import membership
+from offsetwatch.exporter.fleet.replica import coordinator_protocols
 from offsetwatch.exporter.sources.kafka_source import (
     OffsetsTopicSource,
     PartitionsAssigned,
     PartitionsRevoked,
 )
-from tests.real_broker import Broker, unique
+from tests.real_broker import Broker, kip848_groups, require_kip848_groups, unique
 
 pytestmark = pytest.mark.broker
 
 
 def _member(broker: Broker, fleet: str, name: str, protocol: str) -> OffsetsTopicSource:
+    """A member that chooses its protocol as a replica does (FleetPart.choose_protocol)."""
     identity = ReplicaIdentity(name, f"http://127.0.0.1:1/{name}")
+    admin = broker.admin()
+    chosen = membership(fleet, identity.client_id(), protocol)
     return OffsetsTopicSource(
         {"bootstrap.servers": broker.bootstrap, "log_level": 0},
-        membership=membership(fleet, identity.client_id(), protocol),
+        membership=chosen.for_broker(coordinator_protocols(admin, 30.0)),
         metadata_refresh_s=2.0,
     )
 
@@ -59,8 +67,10 @@ def _until(members: list[_Watched], done: object, what: str, timeout_s: float = 
             member.poll()
 
 
-@pytest.fixture(params=["consumer", "classic"])
+@pytest.fixture(params=["consumer", "classic", "auto"])
 def protocol(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "consumer":
+        require_kip848_groups()
     yield str(request.param)
 
 
@@ -84,6 +94,12 @@ def test_members_split_the_partitions_and_take_over_a_leaver(
             )
 
         _until(members, split, "every partition held by exactly one of three members")
+        spoken = {m.source.membership.protocol for m in members}  # type: ignore[union-attr]
+        if protocol == "auto":
+            # the fallback happened (or not) on this release's own answer, not by a version
+            assert spoken == {"consumer" if kip848_groups() else "classic"}
+        else:
+            assert spoken == {protocol}
         _until(members, lambda: all(m.source.caught_up() for m in members), "caught up")
         admin = kafka_broker.admin()  # kept alive until its futures answer
         described = admin.describe_consumer_groups([fleet])[fleet].result(60)
