@@ -321,6 +321,110 @@ def schema_json() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# What the exporter's C Avro encoder of offset commits needs (exporter/state/_ingest_speedups.c)
+
+
+def _branch_index(union: Any, wanted: str) -> int | None:
+    """The index of the branch named `wanted` (a primitive or a record's name) in a union."""
+    if not isinstance(union, list):
+        return None
+    for index, branch in enumerate(union):
+        name = branch.get("name") if isinstance(branch, dict) else branch
+        if name in (wanted, _fullname(wanted)):
+            return index
+    return None
+
+
+def _record_fields(node: Any) -> list[tuple[str, Any]]:
+    return [(f["name"], f["type"]) for f in node["fields"]] if isinstance(node, dict) else []
+
+
+#: the top-level fields the C encoder writes, in this order, with the type of each (a name
+#: in brackets: a union, the branch of that name is the one written)
+_COMMIT_TOP: Final = (
+    (c.TYPE, "string"), (c.KEY_TYPE, "int"), (c.VALUE_VERSION, "[int]"),
+    (c.TOMBSTONE, "boolean"), (c.NEWER_VERSION, "boolean"), (c.PARTITION, "int"),
+    (c.OFFSET, "long"), (c.TIMESTAMP, "long"), (c.GROUP, "[string]"), ("key", "[key]"),
+    ("value", "[value]"), (c.TRANSACTION, "[null]"), (c.SCHEMA, "int"),
+)  # fmt: skip
+_COMMIT_KEY: Final = (("group", "string"), ("topic", "string"), ("partition", "int"))
+_COMMIT_VALUE: Final = (
+    ("offset", "long"), ("leader_epoch", "int"), ("metadata", "string"),
+    ("commit_timestamp", "long"), ("expire_timestamp", "long"), ("topic_id", "string"),
+    (TAGS_FIELD, "[null]"),
+)  # fmt: skip
+
+
+def _branches_of(
+    node: Any, expected: tuple[tuple[str, str], ...], names: dict[str, str]
+) -> list[int] | None:
+    """The branch index of each union field of record `node`, in field order, or None when
+    its fields are not `expected` (names, types, order)."""
+    fields = _record_fields(node)
+    if [name for name, _ in fields] != [name for name, _ in expected]:
+        return None
+    found: list[int] = []
+    for (_name, avro_type), (_, wanted) in zip(fields, expected, strict=True):
+        if wanted.startswith("["):
+            index = _branch_index(avro_type, names.get(wanted[1:-1], wanted[1:-1]))
+            if index is None:
+                return None
+            found.append(index)
+        elif avro_type != wanted:
+            return None
+    return found
+
+
+def commit_branches(schema: dict[str, Any] | None = None) -> tuple[bytes | int, ...] | None:
+    """The C encoder's spec for offset commits (`encode_commits_avro`), derived from the
+    schema (default `avro_schema()`): (the type name's UTF-8 bytes, the `int` branch of
+    `value_version`, the `string` branch of `group`, the commit key's branch of `key`, the
+    commit value's branch of `value`, the null branch of its `unknown_tags`, the null branch
+    of `transaction`, the schema version), or None when the schema's fields are not the
+    ones, in the order and of the types, that the C encoder writes (it then takes no
+    record: the Python path writes them all)."""
+    schema = avro_schema() if schema is None else schema
+    rtypes = [RECORD_TYPES.get(k) for k in (0, 1)]
+    if (
+        rtypes[0] is None
+        or rtypes[1] is None
+        or rtypes[0].key_class is not rtypes[1].key_class
+        or rtypes[0].value_classes != rtypes[1].value_classes
+        or len(rtypes[1].value_classes) != 1
+    ):
+        return None
+    rtype = rtypes[1]
+    names = {"key": rtype.key_class.__name__, "value": rtype.value_classes[0].__name__}
+    top = _branches_of(schema, _COMMIT_TOP, names)
+    if top is None:
+        return None
+    version_int, group_string, key_branch, value_branch, txn_null = top
+    types = dict(_record_fields(schema))
+    key = _branches_of(types["key"][key_branch], _COMMIT_KEY, {})
+    value = _branches_of(types["value"][value_branch], _COMMIT_VALUE, {})
+    if key is None or value is None:
+        return None
+    (tags_null,) = value
+    return (
+        rtype.name.encode("utf-8"),
+        version_int,
+        group_string,
+        key_branch,
+        value_branch,
+        tags_null,
+        txn_null,
+        c.SCHEMA_VERSION,
+    )
+
+
+def confluent_header(schema_id: int) -> bytes:
+    """Confluent's framing before an Avro body: magic byte 0, the schema id (big-endian)."""
+    if not 0 <= schema_id <= _SCHEMA_ID_MAX:
+        raise AvroError(f"schema id {schema_id} out of range 0..{_SCHEMA_ID_MAX}")
+    return _CONFLUENT_HEADER.pack(CONFLUENT_MAGIC, schema_id)
+
+
+# ---------------------------------------------------------------------------------------------
 # Walking canonical dicts: where the unknown_tags and the text fields are, per record
 
 
@@ -581,12 +685,11 @@ class AvroCodec:
 
     def encode_confluent(self, canonical: dict[str, Any], schema_id: int) -> bytes:
         """Magic byte 0, the schema id (big-endian int32), then the Avro body."""
-        if not 0 <= schema_id <= _SCHEMA_ID_MAX:
-            raise AvroError(f"schema id {schema_id} out of range 0..{_SCHEMA_ID_MAX}")
+        header = confluent_header(schema_id)
         buffer = self._buffer
         buffer.seek(0)
         buffer.truncate()
-        buffer.write(_CONFLUENT_HEADER.pack(CONFLUENT_MAGIC, schema_id))
+        buffer.write(header)
         self._write(buffer, canonical)
         return buffer.getvalue()
 

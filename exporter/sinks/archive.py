@@ -26,12 +26,14 @@ caps checkpoint positions at the first record (per `__consumer_offsets` partitio
 since its file's last fsync, so a checkpoint never passes a record that is not on disk.
 
 Batches: `write_encoded` takes the ingest's encoded commits (their canonical JSON already
-bytes, exporter/state/ingest.py) a block at a time: the lines of consecutive records of one
-file joined in one buffer and handed to the file (and its compressor) in one call, with the
-same checks as `write` before each block (a roll that is due, the bytes to the OS). A plain
-file rolls by size exactly where `write` would roll it; a gzip file checks its size once per
-block (at most `ENCODED_BLOCK_BYTES` of lines), so it may pass `roll_bytes` by one block's
-compressed bytes.
+bytes, exporter/state/ingest.py; for an Avro archive their Avro bodies,
+`EncodedBatch.avro_items`) a block at a time: the lines (bodies) of consecutive records of
+one file joined in one buffer and handed to the file (and its compressor) in one call, with
+the same checks as `write` before each block (a roll that is due, the bytes to the OS). A
+plain file and an Avro file roll by size exactly where `write` would roll them, and an Avro
+file's blocks end after the same records; a gzip file checks its size once per block (at
+most `ENCODED_BLOCK_BYTES` of lines), so it may pass `roll_bytes` by one block's compressed
+bytes.
 
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
 record kept) and published under their final names. Records after the
@@ -303,6 +305,18 @@ class _AvroSink(_Sink):
         if len(self._block) >= AVRO_BLOCK_BYTES:
             self._write_block()
 
+    def write_bodies(self, data: bytes, count: int) -> None:
+        """`count` records' Avro bodies, joined: what `write` of each does, the block ending
+        after the record that takes it to AVRO_BLOCK_BYTES (the caller's `block_room`)."""
+        self._block += data
+        self._count += count
+        if len(self._block) >= AVRO_BLOCK_BYTES:
+            self._write_block()
+
+    def block_room(self) -> int:
+        """Bytes of bodies the current block takes before it is written."""
+        return AVRO_BLOCK_BYTES - len(self._block)
+
     def _write_block(self) -> None:
         if not self._count:
             return
@@ -453,14 +467,14 @@ class ArchiveWriter:
         """Append encoded records (partition, offset, timestamp, identity key, canonical
         JSON), in order: what `write` of each record's canonical dict with its source
         position does, in blocks (module doc). Raises PartialWrite saying how many of
-        `items` were taken when a roll or a drain before a block failed (jsonl only)."""
+        `items` were taken when a roll or a drain before a block failed. An Avro archive's
+        items hold the records' Avro bodies (`EncodedBatch.avro_items`), not their JSON."""
         if self._closed:
             raise PartialWrite(0, ArchiveError("archive writer is closed"))
-        if self.format != "jsonl":
-            raise PartialWrite(0, ArchiveError("encoded records are JSON lines"))
         now = self.clock()
         taken = 0
         n = len(items)
+        avro = self.format == "avro"
         plain = not self.gzip
         # a block's lines joined in C (exporter/state/_ingest_speedups.c join_lines) where
         # it is built, else by the loop below
@@ -491,11 +505,16 @@ class ArchiveWriter:
                 # for a plain file up to the record that takes it to roll_bytes (where
                 # `write` would roll it next)
                 room = self.roll_bytes - current.sink.size() if plain else ENCODED_BLOCK_BYTES
-                limit = min(room, ENCODED_BLOCK_BYTES)
+                sink = current.sink
+                if isinstance(sink, _AvroSink):
+                    # up to the record that fills the Avro block, where `write` writes it
+                    limit = min(room, sink.block_room())
+                else:
+                    limit = min(room, ENCODED_BLOCK_BYTES)
                 unsynced = current.unsynced
                 if join is not None and type(items) is list:
                     end, data = join(items, taken, bucket, _HOUR_MS, int(now * 1000), limit,
-                                     unsynced)  # fmt: skip
+                                     unsynced, not avro)  # fmt: skip
                 else:
                     lines: list[bytes] = []
                     size = 0
@@ -507,15 +526,19 @@ class ArchiveWriter:
                         if ts // _HOUR_MS != bucket:
                             break
                         lines.append(body)
-                        size += len(body) + 1
+                        size += len(body) + (0 if avro else 1)
                         if source >= 0 and source not in unsynced:
                             unsynced[source] = offset
                         end += 1
                         if size >= limit:
                             break
-                    lines.append(b"")
-                    data = b"\n".join(lines)
-                current.sink.write_lines(data)
+                    if not avro:
+                        lines.append(b"")
+                    data = (b"" if avro else b"\n").join(lines)
+                if isinstance(sink, _AvroSink):
+                    sink.write_bodies(data, end - taken)
+                else:
+                    sink.write_lines(data)
                 count = end - taken
                 current.records += count
                 self._writes += 1

@@ -3,8 +3,9 @@ topic), the archive, the quarantine file, the log-end records, and the resume ma
 a restart write nothing twice (exporter/sinks/resume_dedup.py).
 
 The main loop hands records over (through the guards the ingestor calls) - one by one, or
-as the ingest's encoded batches of commits where the sink takes them (JSON to the publish
-topic, JSON lines to the archive: `publish_encoded`, `write_archive_encoded`) - and asks, at each
+as the ingest's encoded batches of commits (JSON or Avro to the publish topic, JSON lines or
+Avro blocks to the archive: `publish_encoded`, `write_archive_encoded`; the Avro bodies built
+in C too, `EncodedBatch.avro_items`) - and asks, at each
 checkpoint, how far every sink has really taken them (`checkpoint_positions`). Nothing here
 waits on Kafka: the producer is polled without a timeout, the read-back of what a crashed run
 already wrote (`start_resume_scan`) runs on a thread of its own, and only the exit drains
@@ -37,7 +38,7 @@ from offsetwatch.exporter.sinks.resume_dedup import (
     scan_topics,
 )
 from offsetwatch.exporter.sinks.sink_guard import GuardedSink, PartialWrite
-from offsetwatch.exporter.state.ingest import EncodedBatch, Quarantined
+from offsetwatch.exporter.state.ingest import AvroForm, Encoded, EncodedBatch, Quarantined
 from offsetwatch.exporter.stats import PipelineStats, SinkHealth
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ class RecordSinks:
         self.guards: list[GuardedSink] = []
         self._canonical = Canonical()
         self._avro: Any = None
+        #: the publish topic's and the archive's Avro form of encoded batches (None: JSON)
+        self._publish_form: AvroForm | None = None
+        self._archive_form: AvroForm | None = None
         directory = _state_dir(config)
         self._quarantine = None if directory is None else QuarantineFile(directory)
         self._log_end_records = LogEndRecords(int(config.log_end_full_round_s * 1000))
@@ -126,9 +130,16 @@ class RecordSinks:
         cfg = self.config
         if cfg.publish_topic is not None:
             if cfg.publish_format == "avro":
-                from offsetwatch.decoder.avro import AvroCodec
+                from offsetwatch.decoder.avro import AvroCodec, commit_branches, confluent_header
 
                 self._avro = AvroCodec()
+                # the config checked the schema id: the header cannot fail here
+                schema_id = cfg.publish_schema_id
+                self._publish_form = AvroForm(
+                    b"" if schema_id is None else confluent_header(schema_id),
+                    commit_branches(self._avro.schema),
+                    lambda record: self._serialize(self._canonical.to_dict(record)),
+                )
             self.publisher = RecordPublisher(
                 kafka_config,
                 output_topic=cfg.publish_topic,
@@ -140,7 +151,7 @@ class RecordSinks:
                 self.publish,
                 f"check that the topic {cfg.publish_topic!r} can exist on the cluster "
                 "and that this client may write to it",
-                write_encoded=self.publish_encoded if self._avro is None else None,
+                write_encoded=self.publish_encoded,
             )
         if cfg.archive_dir is not None:
             from offsetwatch.exporter.sinks.archive import ArchiveWriter
@@ -159,8 +170,17 @@ class RecordSinks:
                 self.write_archive,
                 f"free space in {cfg.archive_dir} or check its permissions",
                 recovered_by_flush=True,
-                write_encoded=self.write_archive_encoded if cfg.archive_format == "jsonl" else None,
+                write_encoded=self.write_archive_encoded,
             )
+            if cfg.archive_format == "avro":
+                from offsetwatch.decoder.avro import commit_branches
+
+                archive_avro = self.archive._avro
+                self._archive_form = AvroForm(
+                    b"",
+                    commit_branches(archive_avro.schema),
+                    lambda record: bytes(archive_avro.encode(self._canonical.to_dict(record))),
+                )
 
     def _guard(
         self,
@@ -205,14 +225,17 @@ class RecordSinks:
         self.stats.archive_records_total += 1
 
     def publish_encoded(self, batch: EncodedBatch) -> None:
-        """`publish` of every record of the batch (JSON: its bytes are the C encoder's)."""
+        """`publish` of every record of the batch (its bytes are the C encoder's: JSON, or
+        with --publish-format avro the Avro bodies, framed when a schema id is set)."""
         publisher = self.publisher
         assert publisher is not None
+        form = self._publish_form
+        items: list[Encoded] = batch.items if form is None else batch.avro_items(form)
         skip = self._published_skip
         if not skip:
-            publisher.publish_encoded(batch.items)
+            publisher.publish_encoded(items)
             return
-        for k, (partition, offset, _ts, key, value) in enumerate(batch.items):
+        for k, (partition, offset, _ts, key, value) in enumerate(items):
             if skip and skip.take(partition, offset):
                 publisher.mark_done(partition, offset)  # there before the crash
                 continue
@@ -222,8 +245,10 @@ class RecordSinks:
                 raise PartialWrite(k, error) from error
 
     def write_archive_encoded(self, batch: EncodedBatch) -> None:
-        """`write_archive` of every record of the batch, in blocks."""
-        items = batch.items
+        """`write_archive` of every record of the batch, in blocks (JSON lines, or the Avro
+        bodies of an Avro archive)."""
+        form = self._archive_form
+        items = batch.items if form is None else batch.avro_items(form)
         skip = self._archived_skip
         index: list[int] | None = None
         if skip:

@@ -911,14 +911,13 @@ json_str(Json *out, const unsigned char *s, size_t n)
 }
 
 /* Kafka's Uuid.toString() of 16 bytes: URL-safe base64 without padding (22 characters), as
- * decoder.codegen.uuid_text writes it; 24 bytes reserved by the caller */
-static void
-json_uuid(Json *out, const unsigned char *raw)
+ * decoder.codegen.uuid_text writes it, at `p` (22 bytes of room) */
+#define UUID_TEXT_LEN 22
+static char *
+uuid_text(char *p, const unsigned char *raw)
 {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    char *p = out->buf + out->len;
-    *p++ = '"';
     for (int k = 0; k < 15; k += 3) {
         uint32_t v = ((uint32_t)raw[k] << 16) | ((uint32_t)raw[k + 1] << 8) | raw[k + 2];
         *p++ = alphabet[(v >> 18) & 63];
@@ -928,6 +927,16 @@ json_uuid(Json *out, const unsigned char *raw)
     }
     *p++ = alphabet[raw[15] >> 2];
     *p++ = alphabet[(raw[15] & 3) << 4];
+    return p;
+}
+
+/* the topic id as a JSON string; 24 bytes reserved by the caller */
+static void
+json_uuid(Json *out, const unsigned char *raw)
+{
+    char *p = out->buf + out->len;
+    *p++ = '"';
+    p = uuid_text(p, raw);
     *p++ = '"';
     out->len = (size_t)(p - out->buf);
 }
@@ -1163,6 +1172,223 @@ encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * encode_commits_avro: the Avro binary body of the same commits, for the Avro sinks
+ *
+ * What decoder/avro.py's `AvroCodec.encode` (fastavro's schemaless writer) gives for the
+ * canonical dict of the Record the Python path decodes, byte for byte: the fields in the
+ * schema's order, int and long as zigzag varints, strings and bytes as a long length and
+ * the bytes, booleans as one byte, a union as the long index of its branch then the value.
+ * The union branches are not written here: the caller derives them from `avro_schema()`
+ * (decoder/avro.py `commit_branches`, which also checks that the schema's fields are the
+ * ones written below, in this order) and passes them in, so a schema change cannot make
+ * this encoder write another schema's numbers. The records covered are encode_commits'
+ * (`parse_commit`): every string strict UTF-8, so nothing needs fastavro's U+FFFD scrub. */
+
+/* the union branches and constants, from the caller's spec tuple */
+typedef struct {
+    const char *type_name;
+    Py_ssize_t type_len;
+    long long version_int, group_string, key_branch, value_branch, tags_null, txn_null;
+    long long schema_version;
+} AvroSpec;
+
+static int
+parse_avro_spec(PyObject *spec, AvroSpec *s)
+{
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 8 ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(spec, 0))) {
+        PyErr_SetString(PyExc_TypeError, "encode_commits_avro: spec must be (bytes, 7 ints)");
+        return -1;
+    }
+    s->type_name = PyBytes_AS_STRING(PyTuple_GET_ITEM(spec, 0));
+    s->type_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(spec, 0));
+    long long *fields[7] = {&s->version_int, &s->group_string, &s->key_branch, &s->value_branch,
+                            &s->tags_null, &s->txn_null, &s->schema_version};
+    for (int k = 0; k < 7; k++) {
+        *fields[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, k + 1));
+        if (*fields[k] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (*fields[k] < 0) {
+            PyErr_SetString(PyExc_ValueError, "encode_commits_avro: negative spec value");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* an Avro int or long (zigzag varint: an int's 32-bit zigzag is the same bytes as the
+ * 64-bit one of the same value); 10 bytes reserved by the caller */
+static inline void
+avro_long(Json *out, int64_t value)
+{
+    uint64_t z = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    char *p = out->buf + out->len;
+    while (z > 0x7F) {
+        *p++ = (char)((z & 0x7F) | 0x80);
+        z >>= 7;
+    }
+    *p++ = (char)z;
+    out->len = (size_t)(p - out->buf);
+}
+
+/* an Avro string: its length, then its bytes; reserves its own room and 128 bytes after */
+static inline int
+avro_str(Json *out, const void *s, size_t n)
+{
+    if (json_reserve(out, n + 10 + 128) < 0) {
+        return -1;
+    }
+    avro_long(out, (int64_t)n);
+    memcpy(out->buf + out->len, s, n);
+    out->len += n;
+    return 0;
+}
+
+/* `header` then the Avro body of the commit's canonical record, as bytes */
+static PyObject *
+record_avro(Json *out, const Commit *c, const AvroSpec *s, const char *header,
+            Py_ssize_t header_len)
+{
+    out->len = 0;
+    if (json_reserve(out, (size_t)header_len + 128) < 0) {
+        return NULL;
+    }
+    memcpy(out->buf, header, (size_t)header_len);
+    out->len = (size_t)header_len;
+    /* type, key_type, value_version (int branch), tombstone, newer_version, partition,
+     * offset, timestamp */
+    if (avro_str(out, s->type_name, (size_t)s->type_len) < 0) {
+        return NULL;
+    }
+    avro_long(out, c->key_type);
+    avro_long(out, s->version_int);
+    avro_long(out, c->version);
+    out->buf[out->len++] = 0; /* false */
+    out->buf[out->len++] = 0; /* false */
+    avro_long(out, c->partition);
+    avro_long(out, c->position);
+    avro_long(out, c->timestamp);
+    /* group (string branch) */
+    avro_long(out, s->group_string);
+    if (avro_str(out, c->group, c->group_len) < 0) {
+        return NULL;
+    }
+    /* key: OffsetCommitKey {group, topic, partition} */
+    avro_long(out, s->key_branch);
+    if (avro_str(out, c->group, c->group_len) < 0 || avro_str(out, c->topic, c->topic_len) < 0) {
+        return NULL;
+    }
+    avro_long(out, c->key_partition);
+    /* value: OffsetCommitValue {offset, leader_epoch, metadata, commit_timestamp,
+     * expire_timestamp, topic_id, unknown_tags (null branch)} */
+    avro_long(out, s->value_branch);
+    avro_long(out, c->offset);
+    avro_long(out, c->epoch);
+    if (avro_str(out, c->meta, c->meta_len) < 0 || json_reserve(out, 128) < 0) {
+        return NULL;
+    }
+    avro_long(out, c->commit_ts);
+    avro_long(out, c->expire_ts);
+    avro_long(out, UUID_TEXT_LEN);
+    if (c->topic_id == NULL) {
+        memset(out->buf + out->len, 'A', UUID_TEXT_LEN); /* the zero UUID's text */
+        out->len += UUID_TEXT_LEN;
+    }
+    else {
+        out->len = (size_t)(uuid_text(out->buf + out->len, c->topic_id) - out->buf);
+    }
+    avro_long(out, s->tags_null);
+    /* transaction (null branch), schema_version */
+    avro_long(out, s->txn_null);
+    avro_long(out, s->schema_version);
+    return PyBytes_FromStringAndSize(out->buf, (Py_ssize_t)out->len);
+}
+
+PyDoc_STRVAR(encode_commits_avro_doc,
+"encode_commits_avro(messages, items, start, spec, header, out) -> int\n\n"
+"For k from `start` while messages[k] is an offset commit encode_commits covers, append\n"
+"(partition, offset, timestamp, identity key, header + Avro body) to `out`, the first four\n"
+"taken from items[k] (encode_commits' tuple of the same message); returns the first k not\n"
+"encoded (len(items) when all were). The body is what AvroCodec.encode writes for the\n"
+"record's canonical dict; `spec` is decoder.avro.commit_branches' tuple.");
+
+static PyObject *
+encode_commits_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        !PyBytes_CheckExact(args[4]) || !PyList_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_commits_avro(list, list, int, tuple, bytes, list) expected");
+        return NULL;
+    }
+    PyObject *messages = args[0], *items = args[1], *out = args[5];
+    Py_ssize_t k = PyLong_AsSsize_t(args[2]);
+    if (k == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    AvroSpec spec;
+    if (parse_avro_spec(args[3], &spec) < 0) {
+        return NULL;
+    }
+    const char *header = PyBytes_AS_STRING(args[4]);
+    Py_ssize_t header_len = PyBytes_GET_SIZE(args[4]);
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (PyList_GET_SIZE(messages) < n) {
+        n = PyList_GET_SIZE(messages);
+    }
+    Json buf = {0};
+    int failed = 0;
+    for (; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(items, k);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 5) {
+            PyErr_SetString(PyExc_TypeError, "encode_commits_avro: not an encoded item");
+            failed = 1;
+            break;
+        }
+        PyObject *message = PyList_GET_ITEM(messages, k);
+        PyObject *key = call(message, s_key);
+        if (key == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *value = call(message, s_value);
+        if (value == NULL) {
+            Py_DECREF(key);
+            failed = 1;
+            break;
+        }
+        Commit c;
+        int covered = parse_commit(key, value, &c);
+        PyObject *body = NULL, *made = NULL;
+        if (covered) {
+            c.partition = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0));
+            c.position = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+            c.timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+            if (PyErr_Occurred() || (body = record_avro(&buf, &c, &spec, header, header_len)) == NULL ||
+                (made = PyTuple_Pack(5, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1),
+                                     PyTuple_GET_ITEM(item, 2), PyTuple_GET_ITEM(item, 3),
+                                     body)) == NULL ||
+                PyList_Append(out, made) < 0) {
+                failed = 1;
+            }
+        }
+        Py_XDECREF(made);
+        Py_XDECREF(body);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (failed || !covered) {
+            break;
+        }
+    }
+    PyMem_Free(buf.buf);
+    if (failed) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(k);
+}
+
+/* ------------------------------------------------------------------------------------------
  * produce_encoded: the publisher's produce loop over encoded commits */
 
 static PyObject *s_headers_kw, *s_on_delivery_kw;
@@ -1270,8 +1496,10 @@ produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * join_lines: one archive block of encoded commits */
 
 PyDoc_STRVAR(join_lines_doc,
-"join_lines(items, start, bucket, hour_ms, now_ms, limit, unsynced) -> (end, bytes)\n\n"
-"The canonical JSON lines (each + b'\\n') of items[start:end] (encode_commits' tuples):\n"
+"join_lines(items, start, bucket, hour_ms, now_ms, limit, unsynced[, newline])\n"
+"    -> (end, bytes)\n\n"
+"The canonical JSON lines (each + b'\\n') of items[start:end] (encode_commits' tuples;\n"
+"with newline false, the items' bodies as they are: an Avro block's records):\n"
 "from `start`, while an item's timestamp (now_ms when negative) // hour_ms is `bucket`,\n"
 "up to the item that takes the block to `limit` bytes (at least one item). unsynced[p] is\n"
 "set to the offset of the block's first item of partition p >= 0 where it has none, as\n"
@@ -1280,9 +1508,14 @@ PyDoc_STRVAR(join_lines_doc,
 static PyObject *
 join_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[6])) {
+    if ((nargs != 7 && nargs != 8) || !PyList_CheckExact(args[0]) ||
+        !PyDict_CheckExact(args[6])) {
         PyErr_SetString(PyExc_TypeError,
-                        "join_lines(list, int, int, int, int, int, dict) expected");
+                        "join_lines(list, int, int, int, int, int, dict[, bool]) expected");
+        return NULL;
+    }
+    int newline = nargs == 8 ? PyObject_IsTrue(args[7]) : 1;
+    if (newline < 0) {
         return NULL;
     }
     PyObject *items = args[0], *unsynced = args[6];
@@ -1319,7 +1552,7 @@ join_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (ts / hour_ms != bucket) {
             break;
         }
-        size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 4)) + 1;
+        size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 4)) + newline;
         if (partition >= 0) {
             PyObject *key = PyTuple_GET_ITEM(item, 0);
             int has = PyDict_Contains(unsynced, key);
@@ -1343,7 +1576,9 @@ join_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t len = PyBytes_GET_SIZE(body);
         memcpy(p, PyBytes_AS_STRING(body), (size_t)len);
         p += len;
-        *p++ = '\n';
+        if (newline) {
+            *p++ = '\n';
+        }
     }
     return Py_BuildValue("(nN)", end, data);
 }
@@ -1354,6 +1589,8 @@ static PyMethodDef methods[] = {
      produce_encoded_doc},
     {"encode_commits", (PyCFunction)(void (*)(void))encode_commits, METH_FASTCALL,
      encode_commits_doc},
+    {"encode_commits_avro", (PyCFunction)(void (*)(void))encode_commits_avro, METH_FASTCALL,
+     encode_commits_avro_doc},
     {"apply_commits", (PyCFunction)(void (*)(void))apply_commits, METH_FASTCALL,
      apply_commits_doc},
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},

@@ -19,9 +19,14 @@ batches (`EncodedSink`: the archive's and the publisher's guards, exporter/sinks
 module's `encode_commits` builds each commit's canonical JSON and identity key from its bytes
 (what `Canonical.to_json` and `identity_key` give for the decoded record, byte for byte:
 tests/exporter/sinks/test_encoded_sinks.py), `apply_commits` applies them, and the sinks take
-them as one `EncodedBatch`, in order. Anything else - another record kind, a tombstone, bytes
-the encoder does not read to the last, a sink that takes records one by one (the live stream
-while watched) - takes the Python path, record by record, between the batches.
+them as one `EncodedBatch`, in order. An Avro sink (--publish-format avro, an Avro archive)
+asks the batch for `avro_items`: the same commits' Avro bodies, built from the bytes by
+`encode_commits_avro` with the union branches `decoder.avro.commit_branches` derives from the
+schema (what `AvroCodec.encode` writes, byte for byte: tests/exporter/sinks/test_encoded_avro.py);
+a message it does not take is encoded on the Python path, that record alone. Anything else -
+another record kind, a tombstone, bytes the encoder does not read to the last, a sink that
+takes records one by one (the live stream while watched) - takes the Python path, record by
+record, between the batches.
 """
 
 from __future__ import annotations
@@ -77,16 +82,55 @@ QuarantineSink = Callable[[Quarantined], None]
 Encoded = tuple[int, int, int, bytes, bytes]
 
 
+@dataclass(frozen=True, slots=True)
+class AvroForm:
+    """How an Avro sink wants a batch's commits: `header` before each body (Confluent's
+    framing, or none), `spec` the C encoder's union branches (decoder.avro.commit_branches;
+    None: every record on the Python path), `encode` the Python path of one record (the
+    reference: header and body of its canonical dict)."""
+
+    header: bytes
+    spec: tuple[bytes | int, ...] | None
+    encode: Callable[[AnyRecord], bytes]
+
+
 @dataclass(slots=True)
 class EncodedBatch:
     """Consecutive applied commits as the C encoder wrote them, for the sinks.
 
     `items[k]` is `messages[k]`'s; `record(k)` decodes that message on the Python path, for a
-    sink that must keep a record it could not take (exporter/sinks/sink_guard.py)."""
+    sink that must keep a record it could not take (exporter/sinks/sink_guard.py).
+    `avro_items(form)` is the same items with their Avro bodies in place of the JSON."""
 
     items: list[Encoded]
     messages: list[RawMessage]
     codec: Codec
+    #: avro_items' answers by header: both Avro sinks of one header share them
+    _avro: dict[bytes, list[Encoded]] = field(default_factory=dict, repr=False)
+
+    def avro_items(self, form: AvroForm) -> list[Encoded]:
+        """`items` with `form.header` + the record's Avro body as the value: built from the
+        messages' bytes in C (`encode_commits_avro`) where it covers them, and for a message
+        it does not (or without the module) by `form.encode` of the decoded record, that
+        record alone."""
+        done = self._avro.get(form.header)
+        if done is not None:
+            return done
+        encode = _encode_avro() if form.spec is not None else None
+        items = self.items
+        out: list[Encoded] = []
+        n = len(items)
+        k = 0
+        while k < n:
+            if encode is not None:
+                k = encode(self.messages, items, k, form.spec, form.header, out)
+                if k >= n:
+                    break
+            partition, offset, timestamp, key, _json = items[k]
+            out.append((partition, offset, timestamp, key, form.encode(self.record(k))))
+            k += 1
+        self._avro[form.header] = out
+        return out
 
     def record(self, k: int) -> AnyRecord:
         message = self.messages[k]
@@ -120,6 +164,12 @@ _BUILT: Final = built_from(
 def ingest_accelerator() -> tuple[Any, str]:
     """(exporter.state._ingest_speedups or None, why it is not used)."""
     return in_use(_BUILT)
+
+
+def _encode_avro() -> Callable[..., int] | None:
+    """The accelerator's `encode_commits_avro`, or None (every record on the Python path)."""
+    module, _why = ingest_accelerator()
+    return None if module is None else getattr(module, "encode_commits_avro", None)
 
 
 @dataclass(slots=True)

@@ -34,7 +34,6 @@ from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import OffsetCommitKey, OffsetCommitValue, Record
 from offsetwatch.decoder.segments import read_partition_dir
 from offsetwatch.exporter.config import ExporterConfig
-from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.exporter.sinks.publisher import RecordPublisher
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks
 from offsetwatch.exporter.sinks.resume_dedup import SkipSet
@@ -598,29 +597,8 @@ def test_a_sink_that_takes_records_one_by_one_keeps_the_python_path(tmp_path: Pa
     assert producer is not None and len(producer.produced) == 50
 
 
-def test_the_avro_publish_format_keeps_the_python_path(tmp_path: Path) -> None:
-    config = ExporterConfig(
-        bootstrap_servers="127.0.0.1:9", publish_topic="t", publish_format="avro"
-    )
-    sinks = RecordSinks(config, PipelineStats())
-    sinks.open({"bootstrap.servers": "127.0.0.1:9"})
-    assert not sinks.guard("publish").takes_encoded
-    assert sinks.publisher is not None
-    sinks.publisher.close(0)
-
-
 def test_a_guard_without_a_batch_writer_does_not_take_batches() -> None:
     assert not GuardedSink("x", lambda _r: None).takes_encoded
-
-
-def test_an_archive_writer_refuses_encoded_records_it_cannot_write(tmp_path: Path) -> None:
-    from offsetwatch.exporter.sinks.sink_guard import PartialWrite
-
-    writer = ArchiveWriter(tmp_path, "avro")
-    with pytest.raises(PartialWrite) as caught:
-        writer.write_encoded([(0, 0, T0, b"{}", b"{}")])
-    assert caught.value.taken == 0
-    writer.close()
 
 
 def test_what_the_c_loop_applied_before_it_raised_reaches_the_sinks(
