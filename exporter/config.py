@@ -576,7 +576,8 @@ _SETTINGS: Final = (
         "str",
         "The consumer group protocol of the fleet: 'consumer' (KIP-848, Kafka 4.0+), 'classic' "
         "(cooperative-sticky, a 10 s session: faster take-over of a replica that dies "
-        "without leaving) or 'auto' (KIP-848 where the brokers have it, else classic).",
+        "without leaving) or 'auto' (KIP-848 where a broker says its group coordinator runs it, "
+        "else classic, as on Kafka 3.9).",
         choices=FLEET_PROTOCOLS,
     ),
 )
