@@ -16,8 +16,9 @@ child process (its own wall time and CPU seconds), side by side in one run:
 * `bare copy`: the same consumer producing each record's key and value to a topic with the
   exporter's producer settings (`producer_config`: lz4, idempotent, acks=all, linger 50 ms),
   until every record is delivered (the ceiling of republishing);
-* `offsetwatch export` with no sinks, `--archive-dir` (JSON lines, plain and gzip),
-  `--publish-topic` (JSON), and both sinks: from spawn until what a user waits for, read
+* `offsetwatch export` with no sinks, `--archive-dir` (JSON lines, plain and gzip; Avro,
+  deflate blocks), `--publish-topic` (JSON; Avro in Confluent framing, `--publish-format avro
+  --publish-schema-id 1`), and both sinks (JSON; Avro): from spawn until what a user waits for, read
   from `/api/v1/health` every 0.2 s: every record of `__consumer_offsets` ingested
   (`records_total`), and with sinks every one of them archived (`archive_records_total`,
   its bytes with the OS within the second after) and delivered to the publish topic
@@ -30,7 +31,20 @@ and the archive, bare copy for the publish runs) and the ratio, and the share of
 C fast path took (`fast_path_records_total`). Nothing is asserted, no test times anything;
 wall-clock figures on a shared 2-core machine are noisy (the broker, the writers and the
 measured process share the cores): the load average is printed, compare ratios of one run.
-Child mode (used by the script itself): `--child copy`.
+
+Steady state (`--steady-rate 50000 --steady-s 60`, issue 30's last target; `--runs 0` skips
+the catch-up table): after the catch-up, an exporter with both sinks (`--steady-format json`
+or `avro`) is started and waited for until it has taken everything; then writer processes
+commit at the rate for the time (benchmarks/real_broker.py's paced writers) while it
+follows. Every second: the source lag (the sum of `offsetwatch_source_lag` from
+/api/v1/health, in records and in seconds of the traffic: records / rate) and how far each
+sink is behind what was ingested; at the end the exporter's CPU per record (its CPU seconds
+over the phase / the records it read). Then the same writers again with a bare copy
+following from the log end (consume + produce each record, as above), for its CPU per record
+at that rate (time.process_time of the copying process, its threads included, from its first
+record to its last delivery).
+
+Child mode (used by the script itself): `--child copy`, `--child follow`.
 """
 
 from __future__ import annotations
@@ -42,13 +56,14 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -56,6 +71,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
+    OFFSET_END,
     Consumer,
     KafkaError,
     Producer,
@@ -118,6 +134,55 @@ def child_copy(bootstrap: str, topic: str) -> None:
     if left or failed:
         raise SystemExit(f"bare copy: {left} records not delivered, {failed} failed")
     print(json.dumps({"records": records, "seconds": time.perf_counter() - started}))
+
+
+def child_follow(bootstrap: str, topic: str, seconds: float, idle_s: float = 5.0) -> None:
+    """The bare copy from the log end while writers commit: copies for at least `seconds`,
+    then until nothing came for `idle_s`; prints the records and the CPU seconds of this
+    process (all its threads) from the first record to the last delivery."""
+    config = consumer_config({"bootstrap.servers": bootstrap})
+    config.pop("statistics.interval.ms", None)
+    consumer = Consumer(config)
+    settings = producer_config({"bootstrap.servers": bootstrap})
+    settings.pop("statistics.interval.ms", None)
+    producer = Producer(settings)
+    partitions = consumer.list_topics(OFFSETS_TOPIC, timeout=30).topics[OFFSETS_TOPIC].partitions
+    consumer.assign([TopicPartition(OFFSETS_TOPIC, p, OFFSET_END) for p in partitions])
+    print("ready", flush=True)  # the parent starts the writers on this line
+    started = time.perf_counter()
+    last = started
+    cpu0: float | None = None
+    records = failed = 0
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        nonlocal failed
+        if error is not None:
+            failed += 1
+
+    while True:
+        now = time.perf_counter()
+        if now - started >= seconds and now - last >= idle_s:
+            break
+        for message in consumer.consume(num_messages=10_000, timeout=0.5):
+            if message.error() is not None:
+                continue  # partition EOF: the copy follows on
+            if cpu0 is None:
+                cpu0 = time.process_time()
+            while True:
+                try:
+                    producer.produce(topic, message.value(), message.key(), on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            records += 1
+            last = time.perf_counter()
+        producer.poll(0)
+    left = producer.flush(300)
+    cpu = time.process_time() - (cpu0 if cpu0 is not None else time.process_time())
+    consumer.close()
+    if left or failed:
+        raise SystemExit(f"bare follow: {left} records not delivered, {failed} failed")
+    print(json.dumps({"records": records, "cpu_s": cpu}))
 
 
 # -- measuring --------------------------------------------------------------------------------
@@ -212,13 +277,20 @@ def _caught_up(health: dict[str, Any], records: int, archive: bool, publish: boo
 # -- main -------------------------------------------------------------------------------------
 
 
-#: (name, archive, gzip, publish) of the export runs
-EXPORTS: tuple[tuple[str, bool, bool, bool], ...] = (
-    ("export, no sinks", False, False, False),
-    ("export --archive-dir (jsonl)", True, False, False),
-    ("export --archive-dir --archive-gzip", True, True, False),
-    ("export --publish-topic (json)", False, False, True),
-    ("export --publish-topic --archive-dir", True, False, True),
+#: Avro in Confluent's framing, the schema registered under this id (nothing reads it back)
+AVRO_PUBLISH: Final = ("--publish-format", "avro", "--publish-schema-id", "1")
+AVRO_ARCHIVE: Final = ("--archive-format", "avro")
+
+#: (name, archive, publish, extra flags) of the export runs
+EXPORTS: tuple[tuple[str, bool, bool, tuple[str, ...]], ...] = (
+    ("export, no sinks", False, False, ()),
+    ("export --archive-dir (jsonl)", True, False, ()),
+    ("export --archive-dir --archive-gzip", True, False, ("--archive-gzip",)),
+    ("export --archive-dir (avro)", True, False, AVRO_ARCHIVE),
+    ("export --publish-topic (json)", False, True, ()),
+    ("export --publish-topic (avro)", False, True, AVRO_PUBLISH),
+    ("export --publish-topic --archive-dir", True, True, ()),
+    ("export --publish-topic --archive-dir (avro)", True, True, AVRO_PUBLISH + AVRO_ARCHIVE),
 )
 
 
@@ -248,15 +320,13 @@ def bench(broker: rb.Broker, args: argparse.Namespace, workdir: Path) -> None:
         rb.create_topics(broker, {copy_topic: PUBLISH_PARTITIONS})
         wall, cpu, seen = run_copy(broker.bootstrap, copy_topic)
         runs.setdefault("bare copy", []).append(Result("bare copy", seen, wall, cpu))
-        for index, (name, archive, use_gzip, publish) in enumerate(EXPORTS):
+        for index, (name, archive, publish, flags) in enumerate(EXPORTS):
             if args.only and not any(word in name for word in args.only):
                 continue
-            extra: list[str] = []
+            extra: list[str] = list(flags)
             archive_dir = workdir / f"archive-{run}-{index}"
             if archive:
                 extra += ["--archive-dir", str(archive_dir)]
-                if use_gzip:
-                    extra.append("--archive-gzip")
             if publish:
                 out = f"bench-publish-{run}-{index}"
                 rb.create_topics(broker, {out: PUBLISH_PARTITIONS})
@@ -272,7 +342,147 @@ def bench(broker: rb.Broker, args: argparse.Namespace, workdir: Path) -> None:
             runs.setdefault(name, []).append(Result(name, records, wall, cpu, share))
             shutil.rmtree(archive_dir, ignore_errors=True)
             print(f"   {name}: {records / wall:,.0f} records/s", flush=True)
-    print_table(runs, records)
+    if runs:
+        print_table(runs, records)
+    if args.steady_s > 0:
+        bench_steady(broker, args, workdir, topic, groups)
+
+
+# -- steady state -----------------------------------------------------------------------------
+
+
+def _spawn_export(bootstrap: str, extra: Sequence[str], log_path: Path) -> tuple[Any, int]:
+    port = rb.free_port_pair()
+    argv = [
+        rb.OFFSETWATCH, "export", "--bootstrap-server", bootstrap, "--http-host", "127.0.0.1",
+        "--http-port", str(port), "--log-level", "warning", *extra,
+    ]  # fmt: skip
+    with log_path.open("ab") as log:
+        return rb._spawn(argv, log), port
+
+
+def _health(port: int) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        status, body = rb.http_get(port, "/api/v1/health")
+        if status == 200:
+            found: dict[str, Any] = json.loads(body)
+            return found
+    return None
+
+
+def bench_steady(
+    broker: rb.Broker, args: argparse.Namespace, workdir: Path, topic: str, groups: list[str]
+) -> None:
+    rate, seconds = args.steady_rate, args.steady_s
+    fmt = args.steady_format
+    print(
+        f"\n== steady state: ~{rate:,} commits/s for {seconds:.0f} s, both sinks ({fmt}) "
+        f"({rb.load()})",
+        flush=True,
+    )
+    out = "bench-steady-publish"
+    rb.create_topics(broker, {out: PUBLISH_PARTITIONS})
+    extra = ["--archive-dir", str(workdir / "steady-archive"), "--publish-topic", out]
+    if fmt == "avro":
+        extra += [*AVRO_PUBLISH, *AVRO_ARCHIVE]
+    proc, port = _spawn_export(broker.bootstrap, extra, workdir / "steady.log")
+    try:
+        # caught up with what is there, then past the first snapshots: the steady loop only
+        target = rb.offsets_topic_records(broker)
+        deadline = time.perf_counter() + 1800
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"offsetwatch export exited {proc.returncode}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError("offsetwatch export did not catch up in time")
+            health = _health(port)
+            if health is not None and _caught_up(health, target, True, True):
+                break
+            time.sleep(0.5)
+        time.sleep(6)
+        health = _health(port)
+        assert health is not None
+        cpu0, records0 = rb.proc_cpu_s(proc.pid), int(health["records_total"])
+        started = time.perf_counter()
+        writers = rb.write_commits(
+            broker, topic, args.partitions, groups, writers=args.writers, rate=rate,
+            seconds=seconds,
+        )  # fmt: skip
+        lags: list[int] = []
+        behind: list[int] = []
+        print(" second  source lag (records, s of traffic)  archive / publish behind ingest")
+        while any(w.poll() is None for w in writers):
+            health = _health(port)
+            if health is not None:
+                lag = int(health.get("source_lag") or 0)
+                ingested = int(health.get("records_total") or 0)
+                archived = ingested - int(health.get("archive_records_total") or 0)
+                published = ingested - int(health.get("published_total") or 0)
+                lags.append(lag)
+                behind.append(max(archived, published))
+                print(
+                    f" {time.perf_counter() - started:6.1f}  {lag:>10,} ({lag / rate:5.2f} s)"
+                    f"{'':18}{archived:>9,} / {published:,}",
+                    flush=True,
+                )
+            time.sleep(1.0)
+        written = rb.wait_writers(writers)
+        write_s = time.perf_counter() - started
+        target = rb.offsets_topic_records(broker)
+        deadline = time.perf_counter() + 600
+        while True:
+            health = _health(port)
+            if health is not None and _caught_up(health, target, True, True):
+                break
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the exporter did not take what was written within 600 s")
+            time.sleep(0.2)
+        drain_s = time.perf_counter() - started - write_s
+        cpu = rb.proc_cpu_s(proc.pid) - cpu0
+        records = int(health["records_total"]) - records0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ChildProcessError):
+            rb._reap(proc)
+    worst = max(lags, default=0)
+    print(
+        f"wrote {written:,} commits in {write_s:.1f} s ({written / write_s:,.0f}/s); the "
+        f"exporter took {records:,} records (read, archived, delivered) with {cpu:.1f} CPU s: "
+        f"{cpu / records * 1e6:.2f} us per record, {cpu / (write_s + drain_s):.0%} of a core; "
+        f"source lag max {worst:,} records = {worst / rate:.2f} s of traffic; sinks behind "
+        f"ingest max {max(behind, default=0):,}; everything taken {drain_s:.1f} s after the "
+        f"writers stopped ({rb.load()})",
+        flush=True,
+    )
+    # the bare copy following at the same rate
+    copy_topic = "bench-steady-copy"
+    rb.create_topics(broker, {copy_topic: PUBLISH_PARTITIONS})
+    argv = [sys.executable, __file__, "--child", "follow", "--bootstrap", broker.bootstrap,
+            "--topic", copy_topic, "--seconds", str(seconds)]  # fmt: skip
+    follower = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert follower.stdout is not None
+        if follower.stdout.readline().strip() != "ready":
+            raise RuntimeError("the bare follower did not start")
+        writers = rb.write_commits(
+            broker, topic, args.partitions, groups, writers=args.writers, rate=rate,
+            seconds=seconds,
+        )  # fmt: skip
+        copied_written = rb.wait_writers(writers)
+        report, _ = follower.communicate(timeout=900)
+    finally:
+        if follower.poll() is None:
+            follower.terminate()
+            follower.wait()
+    found = json.loads(report.strip().splitlines()[-1])
+    bare = found["cpu_s"] / max(1, found["records"]) * 1e6
+    print(
+        f"bare copy at the same rate: wrote {copied_written:,}, copied {found['records']:,} "
+        f"records with {found['cpu_s']:.1f} CPU s: {bare:.2f} us per record; the exporter "
+        f"with both sinks {cpu / records * 1e6 / bare:.2f}x that ({rb.load()})",
+        flush=True,
+    )
 
 
 def _median_result(results: list[Result]) -> Result:
@@ -291,7 +501,7 @@ def print_table(runs: dict[str, list[Result]], records: int) -> None:
     bare, copy = median["bare consume"], median["bare copy"]
     print(f"\n{records:,} records, median of {len(runs['bare consume'])} run(s) ({rb.load()})")
     header = (
-        f"{'run':<40} {'records/s':>10} {'rec/CPU s':>10}  {'ceiling':<13} "
+        f"{'run':<44} {'records/s':>10} {'rec/CPU s':>10}  {'ceiling':<13} "
         f"{'x rec/s':>7} {'x rec/CPU s':>11} {'fast path':>9}"
     )
     print(header)
@@ -305,7 +515,7 @@ def print_table(runs: dict[str, list[Result]], records: int) -> None:
         share = "" if result.fast_share is None else f"{result.fast_share:.1%}"
         against = "" if result is ceiling else ceiling.name
         print(
-            f"{name:<40} {result.rate:>10,.0f} {result.per_cpu:>10,.0f}  {against:<13} "
+            f"{name:<44} {result.rate:>10,.0f} {result.per_cpu:>10,.0f}  {against:<13} "
             f"{'' if result is ceiling else f'{ratio:.2f}':>7} "
             f"{'' if result is ceiling else f'{cpu_ratio:.2f}':>11} {share:>9}"
         )
@@ -320,12 +530,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--kafka", help="the Kafka release (a version or a line; default 4.4.0)")
     parser.add_argument("--only", nargs="*", help="export runs whose name has one of these words")
-    parser.add_argument("--child", choices=["copy"])
+    parser.add_argument("--steady-rate", type=int, default=50_000, help="commits/s")
+    parser.add_argument("--steady-s", type=float, default=0.0, help="0: no steady state")
+    parser.add_argument("--steady-format", choices=["json", "avro"], default="json")
+    parser.add_argument("--child", choices=["copy", "follow"])
     parser.add_argument("--bootstrap")
     parser.add_argument("--topic")
+    parser.add_argument("--seconds", type=float, default=0.0)
     args = parser.parse_args(argv)
     if args.child == "copy":
         child_copy(args.bootstrap, args.topic)
+        return 0
+    if args.child == "follow":
+        child_follow(args.bootstrap, args.topic, args.seconds)
         return 0
     if args.kafka:
         os.environ["OFFSETWATCH_BROKER_VERSION"] = args.kafka
