@@ -1,6 +1,7 @@
 """The fleet's figures (issue 32 item 7): catch-up, handover after SIGKILL, memory per replica.
 
     .venv/bin/python benchmarks/fleet.py            # the issue's sizes (~20 min, 2 loaded cores)
+    .venv/bin/python benchmarks/fleet.py --parts handover,catchup   # only the broker's parts
     .venv/bin/python benchmarks/fleet.py --quick    # small sizes: a smoke run of every part
     .venv/bin/python benchmarks/fleet.py --parts memory --memory-tracked 1000000
 
@@ -129,12 +130,12 @@ class Replica:
         return rb.http_get(self.port, path)
 
     def rss_mb(self) -> tuple[float, float]:
-        """(VmRSS, VmHWM) in MB, from /proc."""
+        """(VmRSS, VmHWM) in MB (10^6 bytes, as the memory part), from /proc."""
         found: dict[str, float] = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
             if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0]) / 1024
+                found[key] = int(value.split()[0]) * 1024 / 1e6
         return found["VmRSS"], found["VmHWM"]
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -449,12 +450,24 @@ def catch_up(
         whole = wait_whole(replicas, workload, started, args.timeout_s, fleet)
         found = union(replicas, workload.expected)
         held = [sum(1 for r in found.holder.values() if r is replica) for replica in replicas]
+        rss = [r.rss_mb() for r in replicas]
+        cpu = [rb.proc_cpu_s(r.proc.pid) for r in replicas]
+        # a replica may serve every group of its partitions before its /readyz says ready
+        # (that waits for the log ends of its tracked partitions too): when, at most 60 s on
+        deadline = time.perf_counter() + 60
+        while any(r.ready_s is None for r in replicas) and time.perf_counter() < deadline:
+            for replica in replicas:
+                if replica.ready_s is None:
+                    with contextlib.suppress(OSError):
+                        if replica.get("/readyz")[0] == 200:
+                            replica.ready_s = time.perf_counter() - started
+            time.sleep(POLL_S)
         return CatchUp(
             f"fleet of {count}" if fleet else "export alone (no --fleet)",
             whole,
             [r.ready_s for r in replicas],
-            [r.rss_mb() for r in replicas],
-            [rb.proc_cpu_s(r.proc.pid) for r in replicas],
+            rss,
+            cpu,
             held,
         )
     finally:
@@ -504,7 +517,8 @@ def bench_catch_up(workload: Workload, args: argparse.Namespace, workdir: Path) 
                     if fleet is None
                     else f", the broker's assignment settled {_when(w.assigned_s)} s"
                 )
-                + f"; /readyz 200 per replica {ready} s; groups per replica {result.groups}; "
+                + f"; /readyz 200 per replica {ready} s ('-': not within 60 s after); groups "
+                f"per replica {result.groups}; "
                 f"RSS now/peak MB {rss}; CPU s {cpus} ({rb.load()})"
             )
             if w.problems:
@@ -604,14 +618,14 @@ def memory_child(tracked: int, share: int, of: int) -> None:
     build_s = time.perf_counter() - started
     gc.collect()
     held = bx._rss_bytes()
-    peak = rb.proc_peak_rss_mb(os.getpid())
+    peak = rb.proc_peak_rss_mb(os.getpid()) * 1024 * 1024  # VmHWM, in bytes as the others
     report = {
         "groups": len(chosen),
         "tracked": state.tracked_count(),
         "before": before,
         "after": after,
         "with_snapshot": held,
-        "peak_mb": peak,
+        "peak": peak,
         "ingest_s": ingest_s,
         "build_s": build_s,
         "snapshot_groups": len(snapshot.groups),
@@ -641,7 +655,7 @@ def bench_memory(args: argparse.Namespace) -> list[str]:
             f"(state {state_mb:,.0f} MB, {per:.0f} B per partition), "
             f"{m['with_snapshot'] / 1e6:,.0f} MB "
             f"holding its snapshot (built in {m['build_s']:.1f} s; ingest {m['ingest_s']:.1f} s), "
-            f"peak {m['peak_mb']:,.0f} MB (the generator's keys included) ({rb.load()})"
+            f"peak {m['peak'] / 1e6:,.0f} MB (the generator's keys included) ({rb.load()})"
         )
         say("   " + line)
         lines.append(line)
