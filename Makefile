@@ -61,11 +61,14 @@ test: style
 test-compat: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py
 
-# The multi-node tier (tests marked `cluster`), kept out of `test`, whose time it would add to:
+# The long tier (tests marked `cluster`), kept out of `test`, whose time it would add to:
 # tests/exporter/test_three_brokers_real.py, the exporter through a leader kill, a controller
 # kill, a rolling restart, two of three nodes down and a hung node, on the default release; and
 # tests/spark_jobs/test_cluster.py, the Spark jobs on Spark's local-cluster (five JVMs); and
-# tests/exporter/test_fleet_real.py, a fleet of exporters through its faults (docs/fleet.md)
+# tests/exporter/test_fleet_real.py and test_fleet_sinks_real.py, a fleet of exporters through
+# its faults, with and without sinks (docs/fleet.md); and the two Spark modules over a real
+# broker: the mission's path end to end (tests/spark_jobs/test_path_matrix_live.py) and a
+# streaming query through a broker kill (test_stream_kafka_outage.py)
 test-cluster: $(STAMP)
 	scripts/kafka/broker fetch
 	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP

@@ -92,23 +92,14 @@ def bench_dir() -> Path:
 
 #: The CPU-bound Spark tests run in two groups of about equal length, each group in one worker
 #: with that worker's one SparkSession (one JVM; a third CPU-bound group was measured slower:
-#: one more JVM costs more CPU than its shorter tail saves); the two real-broker Spark modules,
-#: which mostly wait, are a group each (test_cluster, marked `cluster`, runs under
-#: `make test-cluster`)
+#: one more JVM costs more CPU than its shorter tail saves). The Spark modules on a real broker
+#: and Spark's local-cluster are marked `cluster` and run under `make test-cluster`.
 _SPARK_TESTS: Final = "tests/spark_jobs/"
 _SOURCE_TESTS: Final = ("kafka", "source", "offsets_at", "path_matrix")
-_OWN_GROUPS: Final = {
-    # on the real broker: mostly waiting (a workload of real clients, streaming triggers, a
-    # broker killed and restarted), so a JVM of their own overlaps the CPU-bound groups
-    "tests/spark_jobs/test_path_matrix_live.py": "spark-live",
-    "tests/spark_jobs/test_stream_kafka_outage.py": "spark-outage",
-}
 #: the longest units first (the Spark groups, then every module that took 8 s or more under
 #: `make test`, longest first): the run then ends on short modules, and no worker is left
 #: with a long one while the others are done
 _FIRST: Final = (
-    "spark-live",
-    "spark-outage",
     "spark",
     "spark-sources",
     # the real-broker modules mostly wait (brokers of their own starting and crashing,
@@ -157,8 +148,6 @@ def xdist_scope(nodeid: str) -> str:
     demo, a mock cluster) are made once, and never by two workers at the same time.
     """
     module = nodeid.split("::", 1)[0]
-    if module in _OWN_GROUPS:
-        return _OWN_GROUPS[module]
     if not module.startswith(_SPARK_TESTS):
         return module
     name = module.rsplit("/", 1)[-1]

@@ -45,7 +45,10 @@ from tests.spark_jobs.live_workload import Offsets, Workload
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker]
+#: `cluster`: in `make test-cluster`, whose time it does not add to `make test` (its Spark JVM,
+#: exporter and live workload took the CPU of the suite's Spark groups, its critical path, for 6
+#: of make test's 14 minutes, 2026-12-07)
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.cluster]
 
 REPUBLISH_PARTITIONS: Final = 3
 #: the stall happens in seconds: the analytics look at windows of seconds too

@@ -56,7 +56,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.listener import StreamingQueryProgress
     from pyspark.sql.streaming.query import StreamingQuery
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.prometheus]
+#: `cluster`: in `make test-cluster` with the other fault tiers (a broker of its own killed
+#: under a streaming query), whose time it does not add to `make test`
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.prometheus, pytest.mark.cluster]
 
 STALL: Final = "OffsetwatchConsumerStalled"
 #: generous: under `make test` this module's JVM starts beside four other Spark JVMs and
