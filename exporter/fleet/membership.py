@@ -14,8 +14,9 @@ partition). So `--fleet-protocol auto` first asks a broker which protocols its c
 runs (`group.coordinator.rebalance.protocols`, `for_broker`); only where that cannot be
 asked (no DescribeConfigs on the cluster) does it rely on the error.
 
-The group is never committed to: positions come from the checkpoint or the log start, so the
-group holds members and assignments only (it shows as a consumer group with no offsets).
+Without sinks the group is never committed to (positions come from the checkpoint or the log
+start): it holds members and assignments only. With sinks each partition's sink position is
+committed to it (exporter/fleet/sink_commits.py).
 """
 
 from __future__ import annotations
