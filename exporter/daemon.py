@@ -212,6 +212,10 @@ class Exporter:
     _fleet_pruned: bool = False
     #: in a fleet, partitions gained and not read to their end yet (their groups are hidden)
     _fleet_pending: set[int] = field(default_factory=set)
+    #: in a fleet, partitions gained and read to their end, whose groups' topics the log-end
+    #: sampler has not sampled yet -> when they were read to their end (still hidden: with
+    #: no log end their partitions would be ERR until its next round, STALL read ERR)
+    _fleet_unsampled: dict[int, int] = field(default_factory=dict)
     #: a fleet replica with sinks: exactly once across the partitions' owners
     #: (exporter/sinks/fleet_sinks.py), the revocations the reader thread asks it to answer,
     #: and when the owned partitions are next committed
@@ -456,14 +460,16 @@ class Exporter:
             for time_ms, log_ends in points:
                 self.store.apply_sample(time_ms, dict(log_ends))
         samples = self.readers.samples
+        sampled_ms: int | None = None
         while True:
             try:
                 time_ms, offsets = samples.get_nowait()
             except queue.Empty:
                 break
             self.store.apply_sample(time_ms, offsets)
-            self.stats.last_sample_ms = time_ms
+            self.stats.last_sample_ms = sampled_ms = time_ms
             self.sinks.write_log_ends(time_ms, offsets)
+        self._release_sampled(sampled_ms)
         for rounds, freshness in (
             (self.readers.source_ends, self.store.freshness),
             (self.readers.share_state_ends, self.store.share_freshness),
@@ -516,18 +522,58 @@ class Exporter:
             return 0
         messages = batch.messages
         ends = {e.partition: e.offset for e in batch.events if isinstance(e, PartitionEof)}
-        if self._fleet_pending and not self._fleet_pending.isdisjoint(ends):
-            # applied below, so hidden no longer from the next snapshot on
-            self._fleet_pending.difference_update(ends)
+        reached = self._fleet_pending.intersection(ends) if self._fleet_pending else set()
+        if reached:
+            # applied below, so read to their end from the next snapshot on
+            self._fleet_pending.difference_update(reached)
             self._publish_pending()
         if messages or ends:
             self.stats.source_last_error = None  # reading again, whatever failed before
         if not messages:
             self.store.ingest(messages, ends, self.clock_ms())
+            self._await_log_ends(reached)
             return 0
         source = reader.source
         self.sinks.before_ingest(lambda: self._next_to_read(source), source.cluster_id)
-        return self.store.ingest(messages, ends, self.clock_ms())
+        handled = self.store.ingest(messages, ends, self.clock_ms())
+        self._await_log_ends(reached)
+        return handled
+
+    def _await_log_ends(self, reached: set[int]) -> None:
+        """Gained partitions just read to their end (their records applied) stay hidden until
+        a sampler round that started after now was applied: it asked for every partition
+        their groups track, and its history rebuild came with it. Asked for at once. Before
+        ready the start waits for every log end anyway; without a sampler (a bare Exporter)
+        nothing would come."""
+        if not reached or not self.stats.ready or self.readers.request_sample is None:
+            return
+        # what the sampler is to sample now, not at the next second's publication
+        self.readers.tracked = frozenset(self.store.tracked_partitions())
+        now_ms = self.clock_ms()
+        for partition in reached:
+            self._fleet_unsampled[partition] = now_ms
+        self._publish_pending()
+        self.readers.request_sample()
+
+    def _release_sampled(self, sampled_ms: int | None) -> None:
+        """Show the gained partitions whose groups a round started since sampled (`sampled_ms`:
+        the latest round applied), or that waited three sample intervals: a sampler that
+        fails must not hide them for good (they show what is known, ERR where nothing is)."""
+        if not self._fleet_unsampled:
+            return
+        now_ms = self.clock_ms()
+        patience_ms = int(3 * self.config.sample_interval_s * 1000)
+        done = [
+            partition
+            for partition, at in self._fleet_unsampled.items()
+            if (sampled_ms is not None and sampled_ms >= at) or now_ms - at >= patience_ms
+        ]
+        if done:
+            for partition in done:
+                del self._fleet_unsampled[partition]
+            self._publish_pending()
+            # served now, not at the next snapshot interval
+            self.schedule.next_snapshot_ms = 0
 
     def _run_schedule(self, reader: SourceReader) -> None:
         now = self.clock_ms()
@@ -632,7 +678,7 @@ class Exporter:
         self.schedule.next_snapshot_ms = 0
 
     def _publish_pending(self) -> None:
-        pending = frozenset(self._fleet_pending)
+        pending = frozenset(self._fleet_pending.union(self._fleet_unsampled))
         self.store.catching_up = (pending, self._offsets_partition_count()) if pending else None
 
     def _prune_to_assignment(self, source: OffsetsTopicSource) -> None:
@@ -660,6 +706,8 @@ class Exporter:
         if isinstance(event, PartitionsRevoked):
             self._drop_partitions(event.partitions)
             self._fleet_pending.difference_update(event.partitions)
+            for partition in event.partitions:
+                self._fleet_unsampled.pop(partition, None)
             self._publish_pending()
             return False
         if isinstance(event, PartitionsAssigned) and self.fleet is not None:
