@@ -474,24 +474,42 @@ metadata_str(const char *bytes, Py_ssize_t len, PyObject **last)
 #define COL32(run, i) ((int32_t *)(run)->views[i].buf)
 
 PyDoc_STRVAR(apply_commits_doc,
-"apply_commits(messages, start, groups, positions, counts[, new_group, new_table]) -> int\n\n"
+"apply_commits(messages, start, groups, positions, counts[, new_group, new_table[, clock]])\n"
+"-> int\n\n"
 "Apply messages[start:] to the state while they are plain offset commits (of tracked\n"
 "tables, or of any when new_group() and new_table() make the missing ones); returns the\n"
 "index of the first message not applied (len(messages) when all were). positions[partition] becomes offset + 1 of the last message applied per partition;\n"
 "counts[key_type * 5 + version] counts the records applied and counts[10] all of them,\n"
-"also when an exception is raised.");
+"also when an exception is raised. clock: (window_ms, next_ms, bucket_ms) of the state's\n"
+"WindowClock; a commit counts in the bucket its commit time is in (PartitionTable.commit);\n"
+"without it, in the current bucket.");
 
 static PyObject *
 apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 && nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "apply_commits() takes 5 or 7 arguments");
+    if (nargs != 5 && nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "apply_commits() takes 5, 7 or 8 arguments");
         return NULL;
+    }
+    /* the window clock's boundaries (PartitionTable.commit's `clock`); NEVER: none */
+    long long clock_window = NEVER, clock_next = NEVER, clock_bucket = NEVER;
+    if (nargs == 8) {
+        PyObject *clock = args[7];
+        if (!PyTuple_Check(clock) || PyTuple_GET_SIZE(clock) != 3) {
+            PyErr_SetString(PyExc_TypeError, "apply_commits(): clock must be a 3-tuple of ints");
+            return NULL;
+        }
+        clock_window = PyLong_AsLongLong(PyTuple_GET_ITEM(clock, 0));
+        clock_next = PyLong_AsLongLong(PyTuple_GET_ITEM(clock, 1));
+        clock_bucket = PyLong_AsLongLong(PyTuple_GET_ITEM(clock, 2));
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
     }
     PyObject *messages = args[0], *groups = args[2], *positions = args[3], *counts = args[4];
     /* what makes a missing group and table (GroupState, PartitionTable); None: stop there */
-    PyObject *new_group = nargs == 7 ? args[5] : Py_None;
-    PyObject *new_table = nargs == 7 ? args[6] : Py_None;
+    PyObject *new_group = nargs >= 7 ? args[5] : Py_None;
+    PyObject *new_table = nargs >= 7 ? args[6] : Py_None;
     if (!PyList_CheckExact(messages) || !PyDict_CheckExact(groups) ||
         !PyDict_CheckExact(positions) || !PyList_CheckExact(counts) ||
         PyList_GET_SIZE(counts) != KINDS + 1) {
@@ -627,7 +645,12 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_SETREF(run.metadata, list);
         }
-        /* PartitionTable.commit */
+        /* PartitionTable.commit: 3 the current bucket, 2 the one before, 1 the window's
+         * first, 0 before the window start */
+        int which = 3;
+        if (commit_ts >= 0 && commit_ts < clock_bucket) {
+            which = commit_ts >= clock_next ? 2 : commit_ts >= clock_window ? 1 : 0;
+        }
         unsigned char *present = (unsigned char *)run.views[T_PRESENT].buf;
         if (present[slot]) {
             int64_t previous = COL64(&run, T_COMMITTED)[slot];
@@ -637,20 +660,33 @@ apply_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             else if (offset > previous) {
                 COL64(&run, T_MOVE_TS)[slot] = commit_ts;
             }
-            int32_t *bucket = &COL32(&run, T_BUCKET_COMMITS)[slot];
-            if (*bucket == INT32_MAX) {
-                break; /* Python's array raises OverflowError: let it */
+            if (which > 0) {
+                int32_t *count = &COL32(&run, which == 3   ? T_BUCKET_COMMITS
+                                              : which == 2 ? T_NEXT_COMMITS
+                                                           : T_WINDOW_COMMITS)[slot];
+                if (*count == INT32_MAX) {
+                    break; /* Python's array raises OverflowError: let it */
+                }
+                *count += 1;
             }
-            *bucket += 1;
+            if (which < 3) {
+                COL64(&run, T_BUCKET_OFFSET)[slot] = offset;
+                if (which < 2) {
+                    COL64(&run, T_NEXT_OFFSET)[slot] = offset;
+                    if (which == 0) {
+                        COL64(&run, T_WINDOW_OFFSET)[slot] = offset;
+                    }
+                }
+            }
         }
         else {
             present[slot] = 1;
             COL64(&run, T_WINDOW_OFFSET)[slot] = offset;
             COL64(&run, T_NEXT_OFFSET)[slot] = offset;
             COL64(&run, T_BUCKET_OFFSET)[slot] = offset;
-            COL32(&run, T_WINDOW_COMMITS)[slot] = 0;
-            COL32(&run, T_NEXT_COMMITS)[slot] = 0;
-            COL32(&run, T_BUCKET_COMMITS)[slot] = 1;
+            COL32(&run, T_WINDOW_COMMITS)[slot] = which == 1;
+            COL32(&run, T_NEXT_COMMITS)[slot] = which == 2;
+            COL32(&run, T_BUCKET_COMMITS)[slot] = which == 3;
             COL64(&run, T_FIRST_COMMIT_TS)[slot] = commit_ts;
             COL64(&run, T_MOVE_TS)[slot] = commit_ts;
             COL64(&run, T_REWIND_TS)[slot] = NEVER;

@@ -219,6 +219,8 @@ class Ingestor:
         counts = [0] * (_C_KINDS + 1)
         n = len(messages)
         i = 0
+        # the window clock rolls only between batches (the judge): read once per batch
+        clock = _clock_of(self.state)
         try:
             while True:
                 i = apply_commits(
@@ -229,6 +231,7 @@ class Ingestor:
                     counts,
                     GroupState,
                     PartitionTable,
+                    clock,
                 )
                 if i >= n:
                     break
@@ -261,6 +264,7 @@ class Ingestor:
         counts = [0] * (_C_KINDS + 1)
         n = len(messages)
         i = 0
+        clock = _clock_of(self.state)
         try:
             while i < n:
                 items: list[Encoded] = []
@@ -271,7 +275,7 @@ class Ingestor:
                     try:
                         applied = apply_commits(
                             chunk, 0, self.state.groups, self.positions, counts,
-                            GroupState, PartitionTable,
+                            GroupState, PartitionTable, clock,
                         )  # fmt: skip
                     except BaseException:
                         # what it applied before raising is in the positions: the sinks
@@ -439,3 +443,9 @@ class Ingestor:
         self.stats.count_error(item.error.kind)
         for sink in self.quarantine:
             sink(item)
+
+
+def _clock_of(state: OffsetState) -> tuple[int, int, int]:
+    """The boundaries apply_commits buckets commits by, as PartitionTable.commit does."""
+    clock = state.window_clock
+    return (clock.window_ms, clock.next_ms, clock.bucket_ms)

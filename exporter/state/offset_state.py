@@ -127,7 +127,7 @@ class PartitionTable:
         self.leader_epoch = array("i")
         # The status window (see WindowClock): the offset committed at each of the three
         # bucket boundaries, and the commits from each boundary to the next (the last bucket
-        # up to now); a commit touches only bucket_commits.
+        # up to now); a commit counts in the bucket its commit time is in (`commit`).
         self.window_offset = array("q")
         self.window_commits = array("i")
         self.next_offset = array("q")
@@ -174,28 +174,60 @@ class PartitionTable:
         if self.metadata is not None:
             self.metadata.extend([""] * extra)
 
-    def commit(self, partition: int, value: OffsetCommitValue) -> None:
+    def commit(
+        self, partition: int, value: OffsetCommitValue, clock: WindowClock | None = None
+    ) -> None:
+        """Apply one commit, counted in the bucket of `clock` its own commit time falls in.
+
+        A replayed history (an exporter starting, a fleet replica taking a partition over)
+        applies commits made long before the current bucket: counted there, a consumer that
+        moved an hour ago and is stuck since read as moving within the window (WARN, not
+        STALL) for a whole window. So a commit sets every boundary offset it precedes and
+        counts in the bucket it is in: before the window start, in none (the judge counts
+        commits from the window start on). The offset at a boundary is that of the last
+        commit in log order made before it, as `committed` is the last in log order: a
+        commit out of time order (clock skew between clients) overwrites the boundaries it
+        precedes, and one dated after the current bucket start (or in the future) counts in
+        the current bucket, as every commit did before. A negative (unknown) commit time
+        counts there too. Must match apply_commits in _ingest_speedups.c.
+        """
         present = self.present
         if partition >= len(present):
             self._grow(partition + 1)
         offset = value.offset
         ts = value.commit_timestamp
+        # 3: the current bucket, 2: the one before it, 1: the window's first, 0: before it
+        which = 3
+        if clock is not None and ts >= 0 and ts < clock.bucket_ms:
+            which = 2 if ts >= clock.next_ms else 1 if ts >= clock.window_ms else 0
         if present[partition]:
             previous = self.committed[partition]
             if offset < previous:
                 self.rewind_ts[partition] = ts
             elif offset > previous:
                 self.move_ts[partition] = ts
-            self.bucket_commits[partition] += 1
+            if which == 3:
+                self.bucket_commits[partition] += 1
+            else:
+                # the count first: an overflow raises before any boundary changes (as in C)
+                if which == 2:
+                    self.next_commits[partition] += 1
+                elif which == 1:
+                    self.window_commits[partition] += 1
+                self.bucket_offset[partition] = offset
+                if which < 2:
+                    self.next_offset[partition] = offset
+                    if which == 0:
+                        self.window_offset[partition] = offset
         else:
             # every boundary before the first commit is taken as the first commit itself
             present[partition] = 1
             self.window_offset[partition] = offset
             self.next_offset[partition] = offset
             self.bucket_offset[partition] = offset
-            self.window_commits[partition] = 0
-            self.next_commits[partition] = 0
-            self.bucket_commits[partition] = 1
+            self.window_commits[partition] = 1 if which == 1 else 0
+            self.next_commits[partition] = 1 if which == 2 else 0
+            self.bucket_commits[partition] = 1 if which == 3 else 0
             self.first_commit_ts[partition] = ts
             self.move_ts[partition] = ts
             self.rewind_ts[partition] = NEVER
@@ -248,6 +280,41 @@ class PartitionTable:
             self.next_offset = self.bucket_offset
             self.next_commits = self.bucket_commits
         self.bucket_offset = array("q", self.committed)
+        self.bucket_commits = array("i", bytes(4 * len(self.present)))
+
+    def start_window(self, window_ms: int, next_ms: int) -> None:
+        """The first roll of a clock that never rolled (see `OffsetState.roll_windows`).
+
+        Everything applied before it sits in the current bucket, its boundaries at the first
+        offsets: rebuilt here from what each partition keeps. The offset at a boundary is
+        the committed one when it has not changed since (no move nor rewind after it), else
+        unknown and left at the first offset (moved within the window, as before); the
+        commits go to the bucket the newest one is in (none before the window start: a
+        consumer silent for a window has no commits in it).
+        """
+        committed = self.committed
+        commit_ts = self.commit_ts
+        move_ts = self.move_ts
+        rewind_ts = self.rewind_ts
+        window_offset = self.window_offset
+        next_offset = self.next_offset
+        window_commits = self.window_commits
+        next_commits = self.next_commits
+        bucket_commits = self.bucket_commits
+        for p in self.partitions():
+            changed = max(move_ts[p], rewind_ts[p])
+            if changed < window_ms:
+                window_offset[p] = committed[p]
+            if changed < next_ms:
+                next_offset[p] = committed[p]
+            ts = commit_ts[p]
+            # a live roll moves the current bucket's commits to the one before, whatever
+            # their times: a commit dated after now counts there as well
+            if ts >= next_ms:
+                next_commits[p] += bucket_commits[p]
+            elif ts >= window_ms:
+                window_commits[p] += bucket_commits[p]
+        self.bucket_offset = array("q", committed)
         self.bucket_commits = array("i", bytes(4 * len(self.present)))
 
     def nbytes(self) -> int:
@@ -366,6 +433,7 @@ class OffsetState:
         commit_types = _OFFSET_COMMIT_TYPES
         new_group = GroupState
         new_table = PartitionTable
+        clock = self.window_clock
         last_group_id = last_topic = ""
         group: GroupState | None = None
         table: PartitionTable | None = None
@@ -389,7 +457,7 @@ class OffsetState:
                         table = group.topics[topic] = new_table()
                     last_group_id = group_id
                     last_topic = topic
-                table.commit(key.partition, value)  # type: ignore[arg-type]
+                table.commit(key.partition, value, clock)  # type: ignore[arg-type]
                 assert group is not None
                 group.commits_total += 1
                 timestamp = record.timestamp
@@ -421,7 +489,7 @@ class OffsetState:
         table = group.topics.get(key.topic)
         if table is None:
             table = group.topics[key.topic] = PartitionTable()
-        table.commit(key.partition, value)
+        table.commit(key.partition, value, self.window_clock)
         group.commits_total += 1
         self.counters.commits += 1
         if record.timestamp > group.last_record_ts:
@@ -454,7 +522,22 @@ class OffsetState:
         start, so the judged span stays between one and one and a half windows; after a pause
         longer than a window (the first roll, a stalled main loop) it is the old bucket start.
         """
-        new_window = self.window_clock.roll(now_ms, window_ms)
+        clock = self.window_clock
+        if clock.bucket_ms == NEVER:
+            # The first roll starts the clock a window and half a window back, not at now:
+            # a replayed history (this exporter starting) is judged at once, from the
+            # boundaries it would have had running all along, instead of a window later
+            # (a stuck consumer read WARN, not STALL, for that window). Commits applied
+            # from now on count in the bucket of their time (`PartitionTable.commit`);
+            # those applied before are rebuilt into it (`PartitionTable.start_window`).
+            clock.window_ms = now_ms - window_ms
+            clock.next_ms = now_ms - max(1, window_ms // 2)
+            clock.bucket_ms = now_ms
+            for group in self.groups.values():
+                for table in group.topics.values():
+                    table.start_window(clock.window_ms, clock.next_ms)
+            return
+        new_window = clock.roll(now_ms, window_ms)
         if new_window is None:
             return
         for group in self.groups.values():
