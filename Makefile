@@ -68,7 +68,8 @@ test-compat: $(STAMP)
 # tests/exporter/test_fleet_real.py and test_fleet_sinks_real.py, a fleet of exporters through
 # its faults, with and without sinks (docs/fleet.md); and the two Spark modules over a real
 # broker: the mission's path end to end (tests/spark_jobs/test_path_matrix_live.py) and a
-# streaming query through a broker kill (test_stream_kafka_outage.py)
+# streaming query through a broker kill (test_stream_kafka_outage.py); and
+# tests/offsetwatch/test_spark_quiet.py, `offsetwatch spark` in JVMs of its own
 test-cluster: $(STAMP)
 	scripts/kafka/broker fetch
 	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP

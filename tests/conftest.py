@@ -121,7 +121,6 @@ _FIRST: Final = (
     "tests/offsetwatch/consumer_helpers/test_replay.py",
     "tests/decoder/test_roundtrip.py",
     "tests/offsetwatch/consumer_helpers/test_docs.py",
-    "tests/offsetwatch/test_spark_quiet.py",
     "tests/exporter/serve/test_console_browser.py",
     "tests/grafana/test_e2e.py",
     "tests/offsetwatch/consumer_helpers/test_seek.py",

@@ -210,6 +210,7 @@ FLEET_ONLY = frozenset(
         "offsetwatch_fleet_owned_partitions",
         "offsetwatch_fleet_members",
         "offsetwatch_fleet_unowned_partitions",
+        "offsetwatch_fleet_settings_mismatch",
     }
 )
 

@@ -16,7 +16,9 @@ import pytest
 from offsetwatch.commands.spark._common import _py4j_connection_noise
 from tests.conftest import REPO_ROOT
 
-pytestmark = pytest.mark.spark
+#: `cluster`: in `make test-cluster` (the long tier), whose time it does not add to `make
+#: test`: each test starts a Spark JVM of its own (three, 3.5 minutes of make test, 2026-12-07)
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 #: what Spark 4 prints before any output of ours when left to its defaults
 LOG4J_PROFILE = "Using Spark's default log4j profile"
