@@ -97,7 +97,10 @@ class Streams:
             )
             self._threads.add(thread)
             self._sockets.add(connection)
-        thread.start()
+            # started under the lock: `stop` takes its list of threads under it, and joining
+            # one that was listed but not yet started raised (a clean-clone make test failed
+            # test_console_api that way once, 2026-12-07)
+            thread.start()
         return True
 
     def figures(self) -> dict[str, int]:
