@@ -69,7 +69,9 @@ test-compat: $(STAMP)
 # its faults, with and without sinks (docs/fleet.md); and the two Spark modules over a real
 # broker: the mission's path end to end (tests/spark_jobs/test_path_matrix_live.py) and a
 # streaming query through a broker kill (test_stream_kafka_outage.py); and
-# tests/offsetwatch/test_spark_quiet.py, `offsetwatch spark` in JVMs of its own
+# tests/offsetwatch/test_spark_quiet.py, `offsetwatch spark` in JVMs of its own; and the
+# single-broker faults on brokers of their own (test_broker_faults_real.py: killed and hung;
+# test_cluster_change.py: wiped and replaced)
 test-cluster: $(STAMP)
 	scripts/kafka/broker fetch
 	$(BIN)/pytest -q -p no:cacheprovider -m cluster -rP

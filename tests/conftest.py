@@ -104,9 +104,7 @@ _FIRST: Final = (
     "spark-sources",
     # the real-broker modules mostly wait (brokers of their own starting and crashing,
     # rebalances, Kafka's tools in JVMs): begun early, they overlap the CPU-bound ones
-    "tests/exporter/test_broker_faults_real.py",
     "tests/exporter/test_secured_real.py",
-    "tests/exporter/test_cluster_change.py",
     "tests/exporter/test_exporter_crash_real.py",
     "tests/exporter/test_real_broker_retention.py",
     "tests/exporter/test_share_groups_real_broker.py",

@@ -47,7 +47,9 @@ from tests.exporter.exporter_process import metric as exporter_metric
 from tests.exporter.real_broker_helpers import Committer
 from tests.real_broker import Broker, own_broker, retry, unique
 
-pytestmark = pytest.mark.broker
+#: `cluster`: in `make test-cluster` (the long tier, with the 3-node faults), whose time it does
+#: not add to `make test`: brokers of its own killed, hung and restarted
+pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
 OFFSETS_PARTITIONS = 3
 

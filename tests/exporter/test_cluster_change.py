@@ -38,7 +38,9 @@ from tests.real_broker import (
     unique,
 )
 
-pytestmark = pytest.mark.broker
+#: `cluster`: in `make test-cluster` (the long tier), whose time it does not add to `make
+#: test`: brokers of its own wiped and replaced
+pytestmark = [pytest.mark.broker, pytest.mark.cluster]
 
 ONE_PARTITION = "offsets.topic.num.partitions=1"
 
