@@ -31,48 +31,39 @@ import pytest
 
 from offsetwatch.decoder.avro import AvroCodec, commit_branches, confluent_header
 from offsetwatch.decoder.canonical import Canonical
-from offsetwatch.decoder.codec import Codec
 from offsetwatch.decoder.records import AnyRecord, Record
-from offsetwatch.decoder.segments import read_partition_dir
 from offsetwatch.exporter.config import ExporterConfig
 from offsetwatch.exporter.sinks import archive as archive_module
 from offsetwatch.exporter.sinks.archive import ArchiveWriter
-from offsetwatch.exporter.sinks.publisher import RecordPublisher
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks
 from offsetwatch.exporter.state import ingest as ingest_module
 from offsetwatch.exporter.state.ingest import AvroForm, EncodedBatch, Ingestor
-from offsetwatch.exporter.state.offset_state import OffsetState
-from offsetwatch.exporter.stats import PipelineStats
-from tests.decoder.strategies import real_records
-from tests.exporter.sinks.test_encoded_sinks import (
-    _BAD,
-    _PIECES,
+from tests.exporter.sinks.encoded_harness import (
+    BAD,
+    CODEC,
+    PIECES,
     RELEASE_CAPTURES,
     T0,
     FakeProducer,
-    _accelerator,
-    _archived,
-    _commits,
-    _feed,
-    _raw_commit,
+    accelerator,
+    archived_files,
+    commit_messages,
+    count_commits,
+    decoded,
+    encoded_runs,
+    feed,
+    open_exporter,
+    path_dir,
+    raw_commit,
+    real_messages,
+    release_messages,
 )
 from tests.exporter.state.test_ingest_speedups import Message, _random_stream
 
-CODEC = Codec()
 CANONICAL = Canonical()
 AVRO = AvroCodec()
 SPEC = commit_branches()
 SCHEMA_ID = 4242
-
-
-def _record(message: Message) -> AnyRecord:
-    return CODEC.decode(
-        message.key(),
-        message.value(),
-        message.partition() or 0,
-        message.offset() or 0,
-        message.timestamp()[1],
-    )
 
 
 def _check_avro(module: Any, messages: list[Message], spec: Any = SPEC, parsed: Any = None) -> int:
@@ -80,17 +71,13 @@ def _check_avro(module: Any, messages: list[Message], spec: Any = SPEC, parsed: 
     (with `parsed`: what fastavro writes with that parsed schema); returns how many."""
     assert spec is not None
     taken = 0
-    i = 0
-    while i < len(messages):
-        items: list[Any] = []
-        end = module.encode_commits(messages, i, items)
-        chunk = messages[i:end]
+    for chunk, items in encoded_runs(module, messages):
         for header in (b"", confluent_header(SCHEMA_ID)):
             out: list[Any] = []
             assert module.encode_commits_avro(chunk, items, 0, spec, header, out) == len(items)
             for k, (item, encoded) in enumerate(zip(items, out, strict=True)):
                 assert encoded[:4] == item[:4]
-                record = _record(chunk[k])
+                record = decoded(chunk[k])
                 assert type(record) is Record
                 canonical = CANONICAL.to_dict(record)
                 if parsed is not None:
@@ -102,17 +89,13 @@ def _check_avro(module: Any, messages: list[Message], spec: Any = SPEC, parsed: 
                 else:
                     expected = AVRO.encode(canonical)
                 assert encoded[4] == expected, (chunk[k], canonical)
-        taken += end - i
-        i = end + 1  # the one it stopped at takes the Python path
+        taken += len(chunk)
     return taken
 
 
 def test_every_real_record_encodes_as_fastavro(conformance_dir: Path) -> None:
-    module = _accelerator()
-    messages = [
-        Message(r.partition, r.offset, r.timestamp, r.key, r.value)
-        for r in real_records(conformance_dir)
-    ]
+    module = accelerator()
+    messages = real_messages(conformance_dir)
     assert _check_avro(module, messages) > 0
 
 
@@ -120,18 +103,14 @@ def test_every_real_record_encodes_as_fastavro(conformance_dir: Path) -> None:
     "release", sorted(p.name for p in RELEASE_CAPTURES.iterdir() if p.is_dir())
 )
 def test_every_release_capture_encodes_as_fastavro(release: str) -> None:
-    module = _accelerator()
-    batches = read_partition_dir(RELEASE_CAPTURES / release / "__consumer_offsets-0")
-    messages = [
-        Message(0, r.offset, r.timestamp, r.key, r.value) for b in batches for r in b.records
-    ]
-    commits = sum(1 for m in messages if (m.key() or b"")[:2] in (b"\0\0", b"\0\1") and m.value())
-    assert _check_avro(module, messages) == commits > 0
+    module = accelerator()
+    messages = release_messages(release)
+    assert _check_avro(module, messages) == count_commits(messages) > 0
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_random_streams_encode_as_fastavro(seed: int) -> None:
-    module = _accelerator()
+    module = accelerator()
     messages = [m for batch in _random_stream(seed) for m in batch]
     assert _check_avro(module, messages) > 0
 
@@ -140,17 +119,17 @@ def test_strings_of_every_kind_encode_as_fastavro() -> None:
     """Group ids, topics and metadata of escapes, control characters, every UTF-8 length
     (Avro writes them as they are: the lengths are of the UTF-8 bytes), long enough for
     multi-byte length varints; bytes that are not UTF-8 are not taken."""
-    module = _accelerator()
+    module = accelerator()
     rng = random.Random(7)
     messages = []
     for n in range(1500):
         parts = []
         for _ in range(3):
-            text = "".join(rng.choice(_PIECES) for _ in range(rng.randrange(0, 40))).encode()
+            text = "".join(rng.choice(PIECES) for _ in range(rng.randrange(0, 40))).encode()
             if rng.random() < 0.1:
-                text += rng.choice(_BAD)
+                text += rng.choice(BAD)
             parts.append(text[: rng.choice((10, 63, 64, 100, 120))])
-        key, value = _raw_commit(parts[0], parts[1], parts[2], rng.choice((0, 1, 2, 3, 4)))
+        key, value = raw_commit(parts[0], parts[1], parts[2], rng.choice((0, 1, 2, 3, 4)))
         messages.append(Message(n % 3, n * 1000, T0 + n, key, value))
     assert _check_avro(module, messages) > 500
 
@@ -177,7 +156,7 @@ def _reordered_schema() -> dict[str, Any]:
 def test_the_branches_come_from_the_schema() -> None:
     """Other union orders give other branch numbers, and the C encoder writes what fastavro
     writes with that schema."""
-    module = _accelerator()
+    module = accelerator()
     schema = _reordered_schema()
     spec = commit_branches(schema)
     assert spec == (b"offset_commit", 0, 0, 1, 2, 1, 1, 2) != SPEC
@@ -225,10 +204,10 @@ def _python_avro(header: bytes) -> Any:
 def test_a_record_the_c_encoder_leaves_goes_alone_through_the_python_path(
     monkeypatch: pytest.MonkeyPatch, header: bytes
 ) -> None:
-    module = _accelerator()
-    messages = _commits(40, metadata="m\u00e9ta")
+    module = accelerator()
+    messages = commit_messages(40, metadata="m\u00e9ta")
     encode, calls = _python_avro(header)
-    reference = [encode(_record(m)) for m in messages]
+    reference = [encode(decoded(m)) for m in messages]
     calls.clear()
     real = module.encode_commits_avro
 
@@ -263,7 +242,7 @@ def _avro_exporter(
 ) -> tuple[Ingestor, RecordSinks, FakeProducer | None]:  # fmt: skip
     config = ExporterConfig(
         bootstrap_servers="127.0.0.1:9",
-        archive_dir=tmp_path / ("fast" if accelerate else "slow") if archive else None,
+        archive_dir=path_dir(tmp_path, accelerate) if archive else None,
         archive_format=archive_format,  # type: ignore[arg-type]
         archive_roll_bytes=roll_bytes,
         publish_topic="offsets-avro" if publish else None,
@@ -271,28 +250,7 @@ def _avro_exporter(
         publish_format=publish_format,  # type: ignore[arg-type]
         publish_schema_id=schema_id,
     )
-    stats = PipelineStats()
-    sinks = RecordSinks(config, stats)
-    sinks.open({"bootstrap.servers": "127.0.0.1:9"})
-    producer = None
-    if publish:
-        assert sinks.publisher is not None
-        sinks.publisher.close(0)
-        holder: list[FakeProducer] = []
-
-        def factory(cfg: dict[str, object]) -> FakeProducer:
-            holder.append(FakeProducer(cfg))
-            return holder[-1]
-
-        sinks.publisher = RecordPublisher(
-            {}, output_topic="offsets-avro", dlq_topic="offsets-dlq", producer_factory=factory
-        )
-        sinks.publisher.source_cluster_id = "cluster-1"
-        producer = holder[0]
-    ingestor = Ingestor(OffsetState(), stats, Codec(), accelerate=accelerate)
-    ingestor.sinks.extend(sinks.guards)
-    ingestor.quarantine.append(sinks.on_quarantined)
-    return ingestor, sinks, producer
+    return open_exporter(config, accelerate)
 
 
 @pytest.fixture
@@ -315,7 +273,7 @@ def test_both_avro_sinks_write_what_the_python_path_writes(
     bytes for the dead-letter topic): the same archive files, byte for byte, the same
     produced records in the same order, the same checkpoint; and the batches took the C
     path."""
-    _accelerator()
+    accelerator()
     batches = _random_stream(seed)
     results = []
     for accelerate in (True, False):
@@ -324,14 +282,14 @@ def test_both_avro_sinks_write_what_the_python_path_writes(
             schema_id=schema_id, publish_format=publish_format, archive_format=archive_format,
         )  # fmt: skip
         assert all(guard.takes_encoded for guard in sinks.guards)
-        _feed(ingestor, sinks, batches)
+        feed(ingestor, sinks, batches)
         positions = sinks.checkpoint_positions(dict(ingestor.positions))
         assert sinks.drain()
         assert producer is not None
         root = tmp_path / f"{seed}-{publish_format}-{archive_format}"
-        root = root / ("fast" if accelerate else "slow")
+        root = path_dir(root, accelerate)
         results.append(
-            (_archived(root), producer.produced, positions, sinks.stats.archive_records_total)
+            (archived_files(root), producer.produced, positions, sinks.stats.archive_records_total)
         )
         if accelerate:
             assert ingestor.stats.fast_path_records_total > 0
@@ -353,20 +311,15 @@ def test_both_avro_sinks_write_what_the_python_path_writes(
 def test_real_records_are_archived_and_published_as_avro_as_the_python_path(
     tmp_path: Path, conformance_dir: Path, fixed_sync: None
 ) -> None:
-    _accelerator()
-    messages = [
-        Message(r.partition, r.offset, r.timestamp, r.key, r.value)
-        for r in real_records(conformance_dir)
-    ]
+    accelerator()
+    messages = real_messages(conformance_dir)
     batches = [messages[i : i + 97] for i in range(0, len(messages), 97)]
     results = []
     for accelerate in (True, False):
         ingestor, sinks, producer = _avro_exporter(tmp_path, accelerate, schema_id=None)
-        _feed(ingestor, sinks, batches)
+        feed(ingestor, sinks, batches)
         assert sinks.drain() and producer is not None
-        results.append(
-            (_archived(tmp_path / ("fast" if accelerate else "slow")), producer.produced)
-        )
+        results.append((archived_files(path_dir(tmp_path, accelerate)), producer.produced))
     assert results[0] == results[1]
 
 
@@ -380,31 +333,31 @@ def test_avro_files_roll_and_end_blocks_where_the_python_path_does(
     files of per-record writes, byte for byte - the same rolls by size (60 kB, past the
     header's 20 kB of schema: ~40 kB of records in each of many files; 700 kB: several
     256 KiB blocks in a file)."""
-    _accelerator()
+    accelerator()
     if join == "python":
         monkeypatch.setattr(archive_module, "_join_lines", lambda: None)
-    messages = _commits(12_000, metadata="m" * 100)
+    messages = commit_messages(12_000, metadata="m" * 100)
     batches = [messages[i : i + 1500] for i in range(0, len(messages), 1500)]
     results = []
     for accelerate in (True, False):
         ingestor, sinks, _ = _avro_exporter(
             tmp_path / str(roll_bytes), accelerate, publish=False, roll_bytes=roll_bytes
         )
-        _feed(ingestor, sinks, batches)
+        feed(ingestor, sinks, batches)
         assert sinks.drain()
-        root = tmp_path / str(roll_bytes) / ("fast" if accelerate else "slow")
-        results.append(_archived(root))
+        root = path_dir(tmp_path / str(roll_bytes), accelerate)
+        results.append(archived_files(root))
     assert len(results[0]) > (20 if roll_bytes < 100_000 else 0)
     assert results[0] == results[1]
 
 
 def test_an_avro_archive_writer_takes_encoded_bodies(tmp_path: Path) -> None:
-    module = _accelerator()
-    messages = _commits(10)
+    module = accelerator()
+    messages = commit_messages(10)
     batch = _batch(module, messages)
     writer = ArchiveWriter(tmp_path, "avro")
     writer.write_encoded(batch.avro_items(AvroForm(b"", SPEC, lambda _r: b"")))
     writer.close()
     (path,) = tmp_path.rglob("offsetwatch-*.avro")
     read = list(AVRO.read_container(path))
-    assert read == [CANONICAL.to_dict(_record(m)) for m in messages]
+    assert read == [CANONICAL.to_dict(decoded(m)) for m in messages]
