@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -232,38 +232,83 @@ def run_export(
 ) -> tuple[float, float, float]:
     """(wall s, cpu s, fast-path share) of `offsetwatch export` until it has ingested every
     record and, with the sinks, archived and published (delivered) every one."""
+    started = time.perf_counter()
+    with _export(bootstrap, extra, log_path) as export:
+        health = export.wait_caught_up(
+            records, archive=archive, publish=publish, timeout_s=timeout_s
+        )
+        wall = time.perf_counter() - started
+        cpu = export.cpu_s()
+    fast = int(health.get("fast_path_records_total") or 0)
+    return wall, cpu, fast / max(1, int(health["records_total"]))
+
+
+@dataclass(slots=True)
+class _Export:
+    """`offsetwatch export` as a child of this script, followed through /api/v1/health (the
+    catch-up runs and the steady state: one way to start, poll and measure it)."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    def health(self) -> dict[str, Any] | None:
+        """/api/v1/health, or None while it does not answer (starting, or busy)."""
+        with contextlib.suppress(OSError, ValueError):
+            status, body = rb.http_get(self.port, "/api/v1/health")
+            if status == 200:
+                found: dict[str, Any] = json.loads(body)
+                return found
+        return None
+
+    def cpu_s(self) -> float:
+        """Its CPU seconds so far (it is still running: no rusage yet, /proc has them)."""
+        return rb.proc_cpu_s(self.proc.pid)
+
+    def wait_caught_up(
+        self,
+        records: int,
+        *,
+        archive: bool,
+        publish: bool,
+        timeout_s: float,
+        every_s: float = 0.2,
+        late: str = "offsetwatch export did not catch up in time",
+    ) -> dict[str, Any]:
+        """The first health that has `records` ingested (and archived, published with those
+        sinks), read every `every_s`; raises with the log's tail if the process exits,
+        with `late` after `timeout_s`."""
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"offsetwatch export exited {self.proc.returncode}:\n{tail}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(late)
+            health = self.health()
+            if health is not None and _caught_up(health, records, archive, publish):
+                return health
+            time.sleep(every_s)
+
+
+@contextlib.contextmanager
+def _export(bootstrap: str, extra: Sequence[str], log_path: Path) -> Iterator[_Export]:
+    """`offsetwatch export` with `extra` flags, its output appended to `log_path`; stopped
+    (SIGTERM, reaped) on the way out, also on an error."""
     port = rb.free_port_pair()
     argv = [
         rb.OFFSETWATCH, "export", "--bootstrap-server", bootstrap, "--http-host", "127.0.0.1",
         "--http-port", str(port), "--log-level", "warning", *extra,
     ]  # fmt: skip
     with log_path.open("ab") as log:
-        started = time.perf_counter()
         proc = rb._spawn(argv, log)
-        try:
-            deadline = started + timeout_s
-            while True:
-                if proc.poll() is not None:
-                    tail = log_path.read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"offsetwatch export exited {proc.returncode}:\n{tail}")
-                if time.perf_counter() > deadline:
-                    raise RuntimeError("offsetwatch export did not catch up in time")
-                health: dict[str, Any] | None = None
-                with contextlib.suppress(OSError, ValueError):
-                    status, body = rb.http_get(port, "/api/v1/health")
-                    if status == 200:
-                        health = json.loads(body)
-                if health is not None and _caught_up(health, records, archive, publish):
-                    wall = time.perf_counter() - started
-                    cpu = rb.proc_cpu_s(proc.pid)
-                    fast = int(health.get("fast_path_records_total") or 0)
-                    return wall, cpu, fast / max(1, int(health["records_total"]))
-                time.sleep(0.2)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(ChildProcessError):
-                rb._reap(proc)
+    try:
+        yield _Export(proc, port, log_path)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ChildProcessError):
+            rb._reap(proc)
 
 
 def _caught_up(health: dict[str, Any], records: int, archive: bool, publish: bool) -> bool:
@@ -351,25 +396,6 @@ def bench(broker: rb.Broker, args: argparse.Namespace, workdir: Path) -> None:
 # -- steady state -----------------------------------------------------------------------------
 
 
-def _spawn_export(bootstrap: str, extra: Sequence[str], log_path: Path) -> tuple[Any, int]:
-    port = rb.free_port_pair()
-    argv = [
-        rb.OFFSETWATCH, "export", "--bootstrap-server", bootstrap, "--http-host", "127.0.0.1",
-        "--http-port", str(port), "--log-level", "warning", *extra,
-    ]  # fmt: skip
-    with log_path.open("ab") as log:
-        return rb._spawn(argv, log), port
-
-
-def _health(port: int) -> dict[str, Any] | None:
-    with contextlib.suppress(OSError, ValueError):
-        status, body = rb.http_get(port, "/api/v1/health")
-        if status == 200:
-            found: dict[str, Any] = json.loads(body)
-            return found
-    return None
-
-
 def bench_steady(
     broker: rb.Broker, args: argparse.Namespace, workdir: Path, topic: str, groups: list[str]
 ) -> None:
@@ -385,24 +411,14 @@ def bench_steady(
     extra = ["--archive-dir", str(workdir / "steady-archive"), "--publish-topic", out]
     if fmt == "avro":
         extra += [*AVRO_PUBLISH, *AVRO_ARCHIVE]
-    proc, port = _spawn_export(broker.bootstrap, extra, workdir / "steady.log")
-    try:
+    with _export(broker.bootstrap, extra, workdir / "steady.log") as export:
         # caught up with what is there, then past the first snapshots: the steady loop only
         target = rb.offsets_topic_records(broker)
-        deadline = time.perf_counter() + 1800
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"offsetwatch export exited {proc.returncode}")
-            if time.perf_counter() > deadline:
-                raise RuntimeError("offsetwatch export did not catch up in time")
-            health = _health(port)
-            if health is not None and _caught_up(health, target, True, True):
-                break
-            time.sleep(0.5)
+        export.wait_caught_up(target, archive=True, publish=True, timeout_s=1800, every_s=0.5)
         time.sleep(6)
-        health = _health(port)
+        health = export.health()
         assert health is not None
-        cpu0, records0 = rb.proc_cpu_s(proc.pid), int(health["records_total"])
+        cpu0, records0 = export.cpu_s(), int(health["records_total"])
         started = time.perf_counter()
         writers = rb.write_commits(
             broker, topic, args.partitions, groups, writers=args.writers, rate=rate,
@@ -412,7 +428,7 @@ def bench_steady(
         behind: list[int] = []
         print(" second  source lag (records, s of traffic)  archive / publish behind ingest")
         while any(w.poll() is None for w in writers):
-            health = _health(port)
+            health = export.health()
             if health is not None:
                 lag = int(health.get("source_lag") or 0)
                 ingested = int(health.get("records_total") or 0)
@@ -429,22 +445,16 @@ def bench_steady(
         written = rb.wait_writers(writers)
         write_s = time.perf_counter() - started
         target = rb.offsets_topic_records(broker)
-        deadline = time.perf_counter() + 600
-        while True:
-            health = _health(port)
-            if health is not None and _caught_up(health, target, True, True):
-                break
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the exporter did not take what was written within 600 s")
-            time.sleep(0.2)
+        health = export.wait_caught_up(
+            target,
+            archive=True,
+            publish=True,
+            timeout_s=600,
+            late="the exporter did not take what was written within 600 s",
+        )
         drain_s = time.perf_counter() - started - write_s
-        cpu = rb.proc_cpu_s(proc.pid) - cpu0
+        cpu = export.cpu_s() - cpu0
         records = int(health["records_total"]) - records0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(ChildProcessError):
-            rb._reap(proc)
     worst = max(lags, default=0)
     print(
         f"wrote {written:,} commits in {write_s:.1f} s ({written / write_s:,.0f}/s); the "
