@@ -36,13 +36,14 @@ actions over a small topic and archive, each as its own action, side by side:
   gzip; `binaryFile` of Avro files), no decoding (the ceiling of the archive rows).
 
 Each figure: wall seconds of the action, records/s, and records per CPU second of the Spark
-processes (the JVM and everything under it, the Python workers, reaped ones included; and
-this driver process), beside its plain-read ceiling and the ratio. One run of each (10M
-records do not fit a best-of-3 in the time a run should take); the load average is printed
-before and after. Each lake's `commits` table is counted afterwards (not timed) and must hold
-one row per commit written, or the run stops: the figures measure a correct run. Nothing is
-asserted about speed; tests never time anything. The broker, the Spark JVM and its workers
-are stopped at the end, also on Ctrl-C or SIGTERM.
+processes (the JVM and everything under it, the Python workers; and this driver process;
+per process between two /proc snapshots, `cpu_between`), beside its plain-read ceiling
+and the ratio. One run of each (10M records do not fit a best-of-3 in the time a run should
+take); the load average is printed before and after. Each lake's `commits` table is
+counted afterwards (not timed) and must hold one row per commit written, or the run stops:
+the figures measure a correct run. Nothing is asserted about speed; tests never time
+anything. The broker, the Spark JVM and its workers are stopped at the end, also on Ctrl-C
+or SIGTERM.
 """
 
 from __future__ import annotations
@@ -252,16 +253,19 @@ def make_inputs(
 # -- measuring ----------------------------------------------------------------------------------
 
 
-def spark_cpu_s() -> float:
-    """CPU seconds used so far by this driver process and by the Spark JVM and everything
-    under it (the Python workers; reaped ones through their parents' child times): the work
-    of the actions, which other load on a shared machine does not inflate as it does wall
-    clock. The broker is no descendant of either and is left out."""
+#: pid -> (parent, own clock ticks, clock ticks of its reaped children)
+Snapshot = dict[int, tuple[int, int, int]]
+
+
+def spark_processes() -> Snapshot:
+    """This driver process (its own ticks only: what it reaped is earlier tooling, the
+    broker scripts) and the Spark JVM with everything under it (the Python workers). The
+    broker is no descendant of either and is left out."""
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
     jvm = getattr(getattr(gateway, "proc", None), "pid", None)
-    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, clock ticks incl. reaped children)
+    stats: Snapshot = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -269,16 +273,35 @@ def spark_cpu_s() -> float:
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
-    # this process's own ticks only: what it reaped is earlier tooling (the broker scripts)
-    mine = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(mine[11]) + int(mine[12])
-    for pid, (_parent, used) in stats.items():
+        own = int(fields[11]) + int(fields[12])
+        stats[int(entry)] = (int(fields[1]), own, int(fields[13]) + int(fields[14]))
+    me = os.getpid()
+    tree: Snapshot = {me: (stats[me][0], stats[me][1], 0)} if me in stats else {}
+    for pid, stat in stats.items():
         at = pid
         while at != jvm and at in stats and at > 1:
             at = stats[at][0]
         if at == jvm:
-            ticks += used
+            tree[pid] = stat
+    return tree
+
+
+def cpu_between(before: Snapshot, after: Snapshot) -> float:
+    """CPU seconds the Spark processes used between two snapshots: per process, its own
+    and its reaped children's ticks since the first (a new one: all of them). A process
+    gone by the second counts nothing after the first: Spark stops idle Python workers after
+    a minute, and their ticks do not reliably reach a parent's child times (a plain read
+    after the compacts came out at -876 CPU s when the totals were subtracted); where they
+    do, the parent's rise by the ticks it had before is taken back, so nothing is counted
+    twice. Workers doing the action's work live to its end (they are reused)."""
+    ticks = 0
+    for pid, (_parent, own, reaped) in after.items():
+        _p, own0, reaped0 = before.get(pid, (0, 0, 0))
+        ticks += max(0, own - own0) + max(0, reaped - reaped0)
+    for pid, (parent, own0, reaped0) in before.items():
+        if pid not in after and parent in after and parent in before:
+            rise = after[parent][2] - before[parent][2]
+            ticks -= min(max(0, rise), own0 + reaped0)
     return ticks / _TICKS
 
 
@@ -293,9 +316,10 @@ class Row:
 
 
 def measured(name: str, action: Callable[[], str], ceiling: str | None = None) -> Row:
-    cpu, started = spark_cpu_s(), time.perf_counter()
+    before, started = spark_processes(), time.perf_counter()
     note = action()
-    row = Row(name, time.perf_counter() - started, spark_cpu_s() - cpu, ceiling, note)
+    seconds = time.perf_counter() - started
+    row = Row(name, seconds, cpu_between(before, spark_processes()), ceiling, note)
     print(f"  {name}: {row.seconds:.1f} s, {row.cpu_s:.1f} CPU s {note} ({rb.load()})", flush=True)
     return row
 
