@@ -35,6 +35,12 @@ file's blocks end after the same records; a gzip file checks its size once per b
 most `ENCODED_BLOCK_BYTES` of lines), so it may pass `roll_bytes` by one block's compressed
 bytes.
 
+Compression: a gzip file's blocks and a deflate Avro file's are compressed on the writer's
+compressor thread (exporter/sinks/archive_blocks.py: zlib releases the GIL), in order, while
+the main loop goes on; a flush, fsync, roll or close waits for them first, and a size check
+waits only when they could take the file to `roll_bytes`, so the files (and where they roll)
+are those of compressing on the spot (`compress_on_thread=False`).
+
 Crash safety: at start, hidden in-progress files left by a crash are salvaged (every complete
 record kept) and published under their final names. Records after the
 checkpoint are read again after a restart; the daemon skips those the files already hold
@@ -60,6 +66,7 @@ from typing import Any, Final, Literal
 from offsetwatch.core.atomic import fsync_directory
 from offsetwatch.decoder import contract
 from offsetwatch.decoder.canonical import dumps
+from offsetwatch.exporter.sinks.archive_blocks import BlockQueue, Compressor
 from offsetwatch.exporter.sinks.sink_guard import PartialWrite
 from offsetwatch.exporter.state.ingest import Encoded, ingest_accelerator
 
@@ -121,6 +128,13 @@ class _Sink:
     def size(self) -> int:
         """Bytes the file will have once closed (close estimate for compressed data)."""
         raise NotImplementedError
+
+    def size_bound(self) -> int:
+        """At least `size()`, without waiting for blocks being compressed."""
+        return self.size()
+
+    def submit(self) -> None:
+        """Hand the finished blocks to the compressor (the end of a batch)."""
 
     def flush(self, fsync: bool) -> None:
         raise NotImplementedError
@@ -219,38 +233,65 @@ class _JsonlSink(_Sink):
 
 
 class _GzipJsonlSink(_Sink):
-    def __init__(self, out: _FileOut, level: int) -> None:
+    """A gzip member written as `gzip.GzipFile(filename="", mtime=0)` writes it (the same
+    header, deflate settings, sync flushes and trailer), its blocks deflated on the writer's
+    compressor thread (exporter/sinks/archive_blocks.py)."""
+
+    def __init__(self, out: _FileOut, level: int, compressor: Compressor | None) -> None:
         self.out = out
-        # no name or time in the header: same records, same bytes
-        self._gzip = gzip.GzipFile(
-            fileobj=out,
-            mode="wb",
-            compresslevel=level,
-            filename="",
-            mtime=0,
+        # what GzipFile writes: no name or time in the header: same records, same bytes
+        self._deflate = zlib.compressobj(
+            level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0
         )
+        self._crc = 0
+        self._length = 0
+        self._ended = False
+        extra_flags = b"\x02" if level == 9 else (b"\x04" if level == 1 else b"\x00")
+        out.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + extra_flags + b"\xff")
+        self._blocks = BlockQueue(self._compress, out.write, compressor)
+
+    def _compress(self, data: bytes, _count: int) -> bytes:
+        deflated = self._deflate.compress(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self._length += len(data)
+        return deflated
 
     def write(self, canonical: dict[str, Any]) -> None:
-        self._gzip.write(_line(canonical))
+        self._blocks.settle()
+        self.out.write(self._compress(_line(canonical), 1))
 
     def write_lines(self, data: bytes) -> None:
-        self._gzip.write(data)  # one compress (and one crc32) call for the block
+        self._blocks.add(data, 0)
+
+    def submit(self) -> None:
+        self._blocks.submit()
+
+    def size_bound(self) -> int:
+        return self.out.tell() + self._blocks.outstanding()
 
     def size(self) -> int:
+        self._blocks.settle()
         return self.out.tell()
 
     def flush(self, fsync: bool) -> None:
+        self._blocks.settle()
         # a sync flush makes everything so far decodable (salvage after a crash)
-        if not self._gzip.closed:
-            self._gzip.flush(zlib.Z_SYNC_FLUSH)
+        if not self._ended:
+            self.out.write(self._deflate.flush(zlib.Z_SYNC_FLUSH))
         if fsync:
             self.out.sync()
         else:
             self.out.drain()
 
     def close(self) -> None:
-        if not self._gzip.closed:
-            self._gzip.close()  # the trailer goes to `out`: a retried close only drains
+        self._blocks.settle()
+        if not self._ended:
+            # the trailer goes to `out`: a retried close only drains
+            self.out.write(
+                self._deflate.flush()
+                + struct.pack("<II", self._crc & 0xFFFFFFFF, self._length & 0xFFFFFFFF)
+            )
+            self._ended = True
         self.out.close()
 
 
@@ -281,13 +322,24 @@ class _AvroSink(_Sink):
     """An Avro object container file written block by block (spec 1.11, "Object Container
     Files"), each record encoded by `AvroCodec.encode`."""
 
-    def __init__(self, out: _FileOut, avro: Any, codec: AvroBlockCodec) -> None:
+    def __init__(
+        self,
+        out: _FileOut,
+        avro: Any,
+        codec: AvroBlockCodec,
+        compressor: Compressor | None = None,
+    ) -> None:
         self.out = out
         self._avro = avro
         self._codec: AvroBlockCodec = codec
         self._sync = os.urandom(_SYNC_SIZE)
         self._block = bytearray()
         self._count = 0
+        # zlib releases the GIL: deflate blocks are made on the compressor thread; snappy
+        # and null blocks on the spot
+        self._blocks = BlockQueue(
+            self._frame, out.write, compressor if codec == "deflate" else None
+        )
         metadata = {
             "avro.schema": json.dumps(avro.schema, separators=(",", ":")).encode(),
             "avro.codec": codec.encode(),
@@ -317,19 +369,30 @@ class _AvroSink(_Sink):
         """Bytes of bodies the current block takes before it is written."""
         return AVRO_BLOCK_BYTES - len(self._block)
 
+    def _frame(self, block: bytes, count: int) -> bytes:
+        data = _compress_block(self._codec, block)
+        return _long(count) + _long(len(data)) + data + self._sync
+
     def _write_block(self) -> None:
         if not self._count:
             return
-        data = _compress_block(self._codec, bytes(self._block))
-        self.out.write(_long(self._count) + _long(len(data)) + data + self._sync)
+        self._blocks.add(bytes(self._block), self._count)
         self._block.clear()
         self._count = 0
 
+    def submit(self) -> None:
+        self._blocks.submit()
+
+    def size_bound(self) -> int:
+        return self.out.tell() + self._blocks.outstanding() + len(self._block)
+
     def size(self) -> int:
+        self._blocks.settle()
         return self.out.tell() + len(self._block)
 
     def flush(self, fsync: bool) -> None:
         self._write_block()
+        self._blocks.settle()
         if fsync:
             self.out.sync()
         else:
@@ -337,6 +400,7 @@ class _AvroSink(_Sink):
 
     def close(self) -> None:
         self._write_block()
+        self._blocks.settle()
         self.out.close()
 
 
@@ -387,6 +451,7 @@ class ArchiveWriter:
         clock: Callable[[], float] = time.time,
         on_roll: Callable[[Path, int], None] | None = None,
         recover: bool = True,
+        compress_on_thread: bool = True,
     ) -> None:
         if format not in ("jsonl", "avro"):
             raise ArchiveError(f"archive format must be jsonl or avro (got {format!r})")
@@ -416,6 +481,8 @@ class ArchiveWriter:
         self._next_expiry_check = 0.0
         self._closed = False
         self._avro: Any = None
+        #: the compressed formats' blocks are made on its thread (archive_blocks.py)
+        self._compressor = Compressor() if compress_on_thread else None
         if format == "avro":
             from offsetwatch.decoder.avro import AvroCodec
 
@@ -456,6 +523,7 @@ class ArchiveWriter:
         elif current.sink.out.pending >= _DRAIN_BYTES:
             current.sink.out.drain()
         current.sink.write(canonical)
+        current.sink.submit()
         current.records += 1
         self._writes += 1
         current.last_write = self._writes
@@ -547,9 +615,18 @@ class ArchiveWriter:
                 taken = end
         except Exception as error:
             raise PartialWrite(taken, error) from error
+        finally:
+            # the batch's blocks go to the compressor while the main loop goes on
+            for opened in self._open.values():
+                opened.sink.submit()
 
     def _due(self, opened: _OpenFile, now: float) -> bool:
-        return now - opened.opened_at >= self.roll_seconds or opened.sink.size() >= self.roll_bytes
+        if now - opened.opened_at >= self.roll_seconds:
+            return True
+        # the exact size waits for the file's blocks being compressed: asked only when
+        # they could take it to roll_bytes
+        sink = opened.sink
+        return sink.size_bound() >= self.roll_bytes and sink.size() >= self.roll_bytes
 
     def _start(self, partition: tuple[str, str], first_ts: int, now: float) -> _OpenFile:
         if len(self._open) >= self.max_open_files:
@@ -567,9 +644,9 @@ class ArchiveWriter:
         out = _FileOut(directory / f".{name}{INPROGRESS}")
         sink: _Sink
         if self.format == "avro":
-            sink = _AvroSink(out, self._avro, self.avro_codec)
+            sink = _AvroSink(out, self._avro, self.avro_codec, self._compressor)
         elif self.gzip:
-            sink = _GzipJsonlSink(out, self.gzip_level)
+            sink = _GzipJsonlSink(out, self.gzip_level, self._compressor)
         else:
             sink = _JsonlSink(out)
         opened = _OpenFile(partition, directory, name, sink, now)
@@ -654,6 +731,8 @@ class ArchiveWriter:
         if self._closed:
             return
         self.roll()
+        if self._compressor is not None:
+            self._compressor.close()
         self._closed = True
 
     def __enter__(self) -> ArchiveWriter:
