@@ -89,6 +89,7 @@ DEFAULT_HTTP_PORT: Final = 9380
 GRANULARITIES: Final = ("partition", "topic", "group")
 FLEET_PROTOCOLS: Final = PROTOCOLS
 PUBLISH_FORMATS: Final = ("json", "avro")
+PUBLISH_HEADER_FORMS: Final = ("source", "compact", "none")
 ARCHIVE_FORMATS: Final = ("jsonl", "avro")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _SCHEMA_ID_MAX: Final = 0x7FFFFFFF
@@ -109,6 +110,7 @@ _SECRET_PROPERTIES: Final = frozenset(
 
 Granularity = Literal["partition", "topic", "group"]
 PublishFormat = Literal["json", "avro"]
+PublishHeaders = Literal["source", "compact", "none"]
 ArchiveFormat = Literal["jsonl", "avro"]
 
 
@@ -177,6 +179,8 @@ class ExporterConfig:
     #: Schema Registry id of decoder/offsetwatch_record.avsc: Avro messages get Confluent
     #: framing with it; None = bare Avro bodies
     publish_schema_id: int | None = None
+    #: the source headers republished records carry (exporter/sinks/publisher.py HEADER_FORMS)
+    publish_headers: PublishHeaders = "source"
     #: records that cannot be decoded are copied here, raw, with the error in headers
     publish_dlq_topic: str | None = None
     #: write rolling archive files of canonical records here (docs/archive-format.md); None = off
@@ -492,6 +496,17 @@ _SETTINGS: Final = (
         optional=True,
     ),
     _Setting(
+        "publish_headers",
+        "str",
+        "What names each republished record's source (what a restart reads back to publish "
+        "nothing twice): 'source' the four offsetwatch.source.* headers; 'compact' one "
+        "header, offsetwatch.source = CLUSTER/TOPIC/PARTITION/OFFSET; 'none' no header: "
+        "a restart reads the position from the record itself, so the topic must hold this "
+        "source's records alone. Fewer headers publish faster (docs/canonical-schema.md). "
+        "Dead letters always carry the four.",
+        choices=PUBLISH_HEADER_FORMS,
+    ),
+    _Setting(
         "publish_dlq_topic",
         "str",
         "Dead-letter topic: records that cannot be decoded are copied here unchanged, with "
@@ -705,6 +720,7 @@ def _validate(config: ExporterConfig) -> None:
         raise _fail("rebalance_grace_s", f"must be 0 or a positive number of seconds (got {grace})")
     _check_choice(config, "granularity", GRANULARITIES)
     _check_choice(config, "publish_format", PUBLISH_FORMATS)
+    _check_choice(config, "publish_headers", PUBLISH_HEADER_FORMS)
     _check_choice(config, "archive_format", ARCHIVE_FORMATS)
     _check_choice(config, "log_level", LOG_LEVELS)
     _check_choice(config, "fleet_protocol", FLEET_PROTOCOLS)

@@ -99,6 +99,7 @@ class FleetSinks:
                 since,
                 source_topic=config.offsets_topic,
                 cluster_id=cluster_id,
+                values_of=sinks.values_of(),
             )
         archived: set[tuple[int, int]] = set()
         if sinks.archive is not None and self.archive_root is not None:

@@ -43,6 +43,17 @@ HEADER_SOURCE_OFFSET = "offsetwatch.source.offset"
 #: the source headers, so that a restarted exporter finds what it already wrote
 #: (exporter/sinks/resume_dedup.py) and skips only positions of its own cluster
 HEADER_SOURCE_CLUSTER = "offsetwatch.source.cluster"
+#: `--publish-headers compact`: the same facts in one header, "<cluster>/<topic>/<partition>/
+#: <offset>" (the cluster empty while unknown; neither a topic name nor a cluster id holds a
+#: "/"). A header costs the producer more than its bytes: one in place of four takes about
+#: 0.8 us per record off the publish path (docs/performance.md)
+HEADER_SOURCE = "offsetwatch.source"
+
+#: what republished records carry (dead letters always carry the four source headers):
+#: "source" the four headers above, "compact" the one, "none" nothing (a restart then reads
+#: the positions from the records' own `partition` and `offset` fields, so the topic must
+#: hold this source's records alone)
+HEADER_FORMS: Final = ("source", "compact", "none")
 
 
 @dataclass(slots=True, frozen=True)
@@ -368,7 +379,11 @@ class RecordPublisher:
         source_topic: str = OFFSETS_TOPIC,
         queue_full_timeout_s: float = 60.0,
         producer_factory: Callable[[dict[str, object]], Any] = Producer,
+        header_form: str = "source",
     ) -> None:
+        if header_form not in HEADER_FORMS:
+            raise ValueError(f"header_form must be one of {', '.join(HEADER_FORMS)}")
+        self.header_form = header_form
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.enabled = enabled
@@ -493,7 +508,7 @@ class RecordPublisher:
             self.tracker.register(source_partition, source_offset, 0)
             return
         token = self.tracker.register(source_partition, source_offset, len(records))
-        source = self._source_headers(source_partition, source_offset)
+        source = self._output_headers(source_partition, source_offset)
         for index, record in enumerate(records):
             try:
                 self._produce(
@@ -524,9 +539,14 @@ class RecordPublisher:
         # the loop in C (exporter/state/_ingest_speedups.c produce_encoded) where it is built
         fast = _produce_encoded()
         topic = self.output_topic
+        form = self.header_form
         source_topic = (HEADER_SOURCE_TOPIC, self._source_topic)
         cluster = self.source_cluster_id
-        tail = () if cluster is None else ((HEADER_SOURCE_CLUSTER, cluster.encode()),)
+        tail: tuple[tuple[str, bytes], ...] = ()
+        if cluster is not None and form == "source":
+            tail = ((HEADER_SOURCE_CLUSTER, cluster.encode()),)
+        # the one header that names the offset: head + (name, prefix + b"<offset>") + tail
+        name: str | None = {"source": HEADER_SOURCE_OFFSET, "compact": HEADER_SOURCE}.get(form)
         start = 0
         while start < n:
             partition = items[start][0]
@@ -536,25 +556,33 @@ class RecordPublisher:
             token = self.tracker.register_run(partition, items[start][1], items[end - 1][1],
                                               end - start, self._on_delivery)  # fmt: skip
             callback = token.report
-            source_partition = (HEADER_SOURCE_PARTITION, str(partition).encode())
-            head = (source_topic, source_partition)
+            head: tuple[tuple[str, bytes], ...] = ()
+            prefix = b""
+            if form == "source":
+                head = (source_topic, (HEADER_SOURCE_PARTITION, str(partition).encode()))
+            elif form == "compact":
+                prefix = b"%s/%s/%d/" % ((cluster or "").encode(), self._source_topic, partition)
             k = start
             try:
                 while k < end:
                     if fast is not None and type(items) is list:
                         k, stopped = fast(produce, topic, items, k, end, head,
-                                          HEADER_SOURCE_OFFSET, tail, callback)  # fmt: skip
+                                          name, tail, callback, prefix)  # fmt: skip
                         if stopped is None:
                             break
                         if not isinstance(stopped, BufferError):
                             raise stopped
                     _p, offset, _ts, key, value = items[k]
-                    headers = [*head, (HEADER_SOURCE_OFFSET, str(offset).encode()), *tail]
+                    headers = (
+                        None
+                        if name is None
+                        else [*head, (name, prefix + str(offset).encode()), *tail]
+                    )
                     try:
                         produce(topic, value, key, headers=headers, on_delivery=callback)
                     except BufferError:
                         # the local queue is full: wait for it as `publish` does
-                        self._produce(topic, key, value, headers, callback)
+                        self._produce(topic, key, value, headers or (), callback)
                         with self._lock:
                             self._produced -= 1  # counted below with the run
                     k += 1
@@ -599,6 +627,20 @@ class RecordPublisher:
             raise
         with self._lock:
             self._dead_lettered += 1
+
+    def _output_headers(self, partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
+        """The source headers of a republished record, in the publisher's header form."""
+        if self.header_form == "source":
+            return self._source_headers(partition, offset)
+        if self.header_form == "none":
+            return ()
+        cluster = self.source_cluster_id or ""
+        return (
+            (
+                HEADER_SOURCE,
+                b"%s/%s/%d/%d" % (cluster.encode(), self._source_topic, partition, offset),
+            ),
+        )
 
     def _source_headers(self, partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
         """Where the record comes from: the output topic is read back after a crash to skip

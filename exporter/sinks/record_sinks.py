@@ -36,6 +36,7 @@ from offsetwatch.exporter.sinks.resume_dedup import (
     SkipSet,
     scan_archive,
     scan_topics,
+    value_position_reader,
 )
 from offsetwatch.exporter.sinks.sink_guard import GuardedSink, PartialWrite
 from offsetwatch.exporter.state.ingest import AvroForm, Encoded, EncodedBatch, Quarantined
@@ -145,6 +146,7 @@ class RecordSinks:
                 output_topic=cfg.publish_topic,
                 dlq_topic=cfg.publish_dlq_topic,
                 source_topic=cfg.offsets_topic,
+                header_form=cfg.publish_headers,
             )
             self._guard(
                 "publish",
@@ -447,6 +449,7 @@ class RecordSinks:
                     since,
                     source_topic=source_topic,
                     cluster_id=cluster_id,
+                    values_of=self.values_of(),
                 )
             archived: set[tuple[int, int]] = set()
             if archive_dir is not None:
@@ -455,6 +458,15 @@ class RecordSinks:
 
         self._resume_since_ms = since
         self._resume = _ResumeScan(scan)
+
+    def values_of(self) -> tuple[str, Callable[[bytes], tuple[int, int] | None]] | None:
+        """With `--publish-headers none`, the publish topic and how its values name their
+        source position (for the read-back of resume_dedup.scan_topics)."""
+        cfg = self.config
+        if self.publisher is None or cfg.publish_headers != "none":
+            return None
+        framed = cfg.publish_schema_id is not None
+        return self.publisher.output_topic, value_position_reader(cfg.publish_format, framed)
 
     def resume_pending(self) -> bool:
         """True while the read-back runs: nothing may be written before it is known."""

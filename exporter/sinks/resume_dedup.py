@@ -38,13 +38,14 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder import contract
 from offsetwatch.exporter.sinks.publisher import (
+    HEADER_SOURCE,
     HEADER_SOURCE_CLUSTER,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
@@ -290,6 +291,9 @@ def source_position(
     if not headers:
         return None
     named: dict[str, bytes | str | None] = dict(headers)
+    compact = named.get(HEADER_SOURCE)
+    if compact is not None:
+        return _compact_position(_text(compact), source_topic, cluster_id)
     partition = _int_header(named.get(HEADER_SOURCE_PARTITION))
     offset = _int_header(named.get(HEADER_SOURCE_OFFSET))
     if partition is None or offset is None:
@@ -301,6 +305,75 @@ def source_position(
     if cluster is not None and cluster_id is not None and _text(cluster) != cluster_id:
         return None
     return partition, offset
+
+
+def _compact_position(
+    text: str, source_topic: str, cluster_id: str | None
+) -> tuple[int, int] | None:
+    """CLUSTER/TOPIC/PARTITION/OFFSET (publisher.HEADER_SOURCE), if it is one of ours."""
+    parts = text.split("/")
+    if len(parts) != 4 or parts[1] != source_topic:
+        return None
+    cluster = parts[0]
+    if cluster and cluster_id is not None and cluster != cluster_id:
+        return None
+    partition, offset = _int_header(parts[2]), _int_header(parts[3])
+    if partition is None or offset is None:
+        return None
+    return partition, offset
+
+
+#: the JSON envelope's position, as in archive lines (`_POSITION` below)
+def _json_value_position(value: bytes) -> tuple[int, int] | None:
+    found = _POSITION.search(value)
+    return None if found is None else (int(found[1]), int(found[2]))
+
+
+def _zigzag(body: bytes, at: int) -> tuple[int, int]:
+    """An Avro int or long at `at`: (value, next index); IndexError past the end."""
+    shift = result = 0
+    while True:
+        byte = body[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def avro_value_position(body: bytes) -> tuple[int, int] | None:
+    """partition and offset of a bare Avro body of offsetwatch.CanonicalRecord, read from
+    the envelope's first fields (type, key_type, value_version, tombstone, newer_version,
+    partition, offset: decoder/contract.py) without decoding the rest."""
+    try:
+        length, at = _zigzag(body, 0)
+        at += length  # type
+        _key_type, at = _zigzag(body, at)
+        branch, at = _zigzag(body, at)  # value_version: null | int
+        if branch == 1:
+            _version, at = _zigzag(body, at)
+        elif branch != 0:
+            return None
+        at += 2  # tombstone, newer_version: one byte each
+        partition, at = _zigzag(body, at)
+        offset, _at = _zigzag(body, at)
+    except (IndexError, ValueError):
+        return None
+    return partition, offset
+
+
+def value_position_reader(
+    publish_format: str, framed: bool
+) -> Callable[[bytes], tuple[int, int] | None]:
+    """How to read the source position from a republished value (`--publish-headers none`):
+    the envelope's `partition` and `offset`, which equal the source headers' by contract."""
+    if publish_format != "avro":
+        return _json_value_position
+    if not framed:
+        return avro_value_position
+    return lambda value: avro_value_position(value[5:]) if value[:1] == b"\x00" else None
 
 
 def _text(value: bytes | str) -> str:
@@ -316,9 +389,12 @@ def scan_topics(
     source_topic: str,
     cluster_id: str | None,
     timeout_s: float = 60.0,
+    values_of: tuple[str, Callable[[bytes], tuple[int, int] | None]] | None = None,
 ) -> set[tuple[int, int]]:
     """Source positions at or after `positions` named by the records of `topics` produced
-    since `since_ms - MARGIN_MS` (read_committed, to the end as of now).
+    since `since_ms - MARGIN_MS` (read_committed, to the end as of now). `values_of`
+    (topic, reader): that topic's records without source headers name their position in
+    their value (`--publish-headers none`); log-end samples name partition -1.
 
     A topic that does not exist holds nothing. A scan cut short (timeout, broker error) keeps
     what it found and logs a warning: what was not found is written again (a duplicate, never a
@@ -361,7 +437,10 @@ def scan_topics(
                     pending.discard(where)
                 headers: Any = message.headers()
                 named = source_position(headers, source_topic, cluster_id)
-                if named is not None and named[1] >= positions.get(named[0], 0):
+                if named is None and values_of is not None and where[0] == values_of[0]:
+                    value = message.value()
+                    named = None if not value else values_of[1](value)
+                if named is not None and named[0] >= 0 and named[1] >= positions.get(named[0], 0):
                     found.add(named)
     except (KafkaException, TimeoutError) as error:
         log.warning(

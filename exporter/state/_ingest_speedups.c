@@ -1430,24 +1430,36 @@ encode_commits_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *s_headers_kw, *s_on_delivery_kw;
 
 PyDoc_STRVAR(produce_encoded_doc,
-"produce_encoded(produce, topic, items, start, end, head, name, tail, on_delivery)\n"
+"produce_encoded(produce, topic, items, start, end, head, name, tail, on_delivery[, prefix])\n"
 "    -> (int, exc)\n\n"
-"produce(topic, value, key, headers=[*head, (name, b'<offset>'), *tail],\n"
-"on_delivery=on_delivery) for items[start:end] (encode_commits' tuples), in order;\n"
-"returns the index of the first item not produced (end when all were) and the exception\n"
-"that stopped there (None when none did): the caller decides (a BufferError is waited out).");
+"produce(topic, value, key, headers=[*head, (name, prefix + b'<offset>'), *tail],\n"
+"on_delivery=on_delivery) for items[start:end] (encode_commits' tuples), in order (name\n"
+"None: no headers at all, head and tail empty); returns the index of the first item not\n"
+"produced (end when all were) and the exception that stopped there (None when none did):\n"
+"the caller decides (a BufferError is waited out).");
 
 static PyObject *
 produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9 || !PyList_CheckExact(args[2]) || !PyTuple_CheckExact(args[5]) ||
-        !PyTuple_CheckExact(args[7])) {
+    if ((nargs != 9 && nargs != 10) || !PyList_CheckExact(args[2]) ||
+        !PyTuple_CheckExact(args[5]) || !PyTuple_CheckExact(args[7]) ||
+        (nargs == 10 && !PyBytes_CheckExact(args[9])) ||
+        (args[6] == Py_None && (PyTuple_GET_SIZE(args[5]) || PyTuple_GET_SIZE(args[7])))) {
         PyErr_SetString(PyExc_TypeError, "produce_encoded(callable, str, list, int, int, "
-                                         "tuple, str, tuple, callable) expected");
+                                         "tuple, str | None, tuple, callable[, bytes]) expected");
         return NULL;
     }
     PyObject *produce = args[0], *topic = args[1], *items = args[2], *head = args[5];
     PyObject *offset_name = args[6], *tail = args[7], *on_delivery = args[8];
+    const char *prefix = nargs == 10 ? PyBytes_AS_STRING(args[9]) : "";
+    Py_ssize_t n_prefix = nargs == 10 ? PyBytes_GET_SIZE(args[9]) : 0;
+    /* the value is built in a stack buffer; a longer prefix than any topic and cluster id
+     * make is the caller's mistake */
+    if (n_prefix > 480) {
+        PyErr_SetString(PyExc_ValueError, "produce_encoded: header prefix too long");
+        return NULL;
+    }
+    int no_headers = offset_name == Py_None;
     Py_ssize_t i = PyLong_AsSsize_t(args[3]);
     if (i == -1 && PyErr_Occurred()) {
         return NULL;
@@ -1460,7 +1472,8 @@ produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         end = PyList_GET_SIZE(items);
     }
     Py_ssize_t n_head = PyTuple_GET_SIZE(head), n_tail = PyTuple_GET_SIZE(tail);
-    PyObject *kwnames = PyTuple_Pack(2, s_headers_kw, s_on_delivery_kw);
+    PyObject *kwnames = no_headers ? PyTuple_Pack(1, s_on_delivery_kw)
+                                   : PyTuple_Pack(2, s_headers_kw, s_on_delivery_kw);
     if (kwnames == NULL) {
         return NULL;
     }
@@ -1475,10 +1488,21 @@ produce_encoded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (offset == -1 && PyErr_Occurred()) {
             break;
         }
-        char digits[24];
-        int len = snprintf(digits, sizeof digits, "%lld", offset);
+        if (no_headers) {
+            PyObject *call_args[4] = {topic, PyTuple_GET_ITEM(item, 4), PyTuple_GET_ITEM(item, 3),
+                                      on_delivery};
+            PyObject *done = PyObject_Vectorcall(produce, call_args, 3, kwnames);
+            if (done == NULL) {
+                break;
+            }
+            Py_DECREF(done);
+            continue;
+        }
+        char digits[512];
+        memcpy(digits, prefix, (size_t)n_prefix);
+        int len = snprintf(digits + n_prefix, sizeof digits - (size_t)n_prefix, "%lld", offset);
         PyObject *headers = PyList_New(n_head + 1 + n_tail);
-        PyObject *text = PyBytes_FromStringAndSize(digits, len);
+        PyObject *text = PyBytes_FromStringAndSize(digits, n_prefix + len);
         PyObject *pair = text == NULL ? NULL : PyTuple_Pack(2, offset_name, text);
         Py_XDECREF(text);
         if (headers == NULL || pair == NULL) {

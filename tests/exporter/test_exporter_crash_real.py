@@ -34,7 +34,7 @@ from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from offsetwatch.exporter.sinks.resume_dedup import scan_topics
+from offsetwatch.exporter.sinks.resume_dedup import scan_topics, source_position
 from tests.exporter.daemon_helpers import wait_for
 from tests.exporter.exporter_process import (
     ExporterProcess,
@@ -77,16 +77,14 @@ def output_records(broker: Broker, topic: str) -> list[tuple[Position, Position]
             value = json.loads(message.value() or b"{}")
             if value.get("type") == "log_end":
                 continue
-            headers = dict(message.headers() or ())
-            out.append(
-                (
-                    (value["partition"], value["offset"]),
-                    (
-                        int(headers[HEADER_SOURCE_PARTITION] or b""),
-                        int(headers[HEADER_SOURCE_OFFSET] or b""),
-                    ),
-                )
-            )
+            own = (value["partition"], value["offset"])
+            headers = message.headers()
+            if headers is None:  # --publish-headers none: the value names the position
+                out.append((own, own))
+                continue
+            named = source_position(headers, OFFSETS_TOPIC, None)
+            assert named is not None, headers
+            out.append((own, named))
         return out
     finally:
         consumer.close()
@@ -148,12 +146,15 @@ def committer_and_names(kafka_broker: Broker) -> Iterator[tuple[Committer, str, 
         committer.stop()
 
 
+#: every form of the source headers (--publish-headers): each is read back its own way
+@pytest.mark.parametrize("header_form", ["source", "compact", "none"])
 def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
     kafka_broker: Broker,
     tmp_path: Path,
     committer_and_names: tuple[Committer, str, str],
     children: list[ExporterProcess],
     record_property: Callable[[str, object], None],
+    header_form: str,
 ) -> None:
     committer, group, output = committer_and_names
     archive, checkpoint = tmp_path / "archive", tmp_path / "state" / "offsetwatch.ckpt"
@@ -163,6 +164,7 @@ def test_an_exporter_killed_and_restarted_writes_every_record_exactly_once(
         archive,
         checkpoint,
         *("--snapshot-interval-s", "0.5", "--sample-interval-s", "1"),
+        *("--publish-headers", header_form),
     )
     watcher = Watcher()
     watching = threading.Thread(target=watcher.run, daemon=True)

@@ -216,6 +216,7 @@ def open_exporter(
             output_topic=config.publish_topic,
             dlq_topic=config.publish_dlq_topic,
             producer_factory=factory,
+            header_form=config.publish_headers,
         )
         sinks.publisher.source_cluster_id = "cluster-1"
         producer = holder[0]
