@@ -18,7 +18,9 @@ child process (its own wall time and CPU seconds), side by side in one run:
   until every record is delivered (the ceiling of republishing);
 * `offsetwatch export` with no sinks, `--archive-dir` (JSON lines, plain and gzip; Avro,
   deflate blocks), `--publish-topic` (JSON; Avro in Confluent framing, `--publish-format avro
-  --publish-schema-id 1`), and both sinks (JSON; Avro): from spawn until what a user waits for, read
+  --publish-schema-id 1`), and both sinks (JSON; Avro); the publish runs again with
+  `--publish-headers compact` and `none` (one source header, or none, in place of the
+  four): from spawn until what a user waits for, read
   from `/api/v1/health` every 0.2 s: every record of `__consumer_offsets` ingested
   (`records_total`), and with sinks every one of them archived (`archive_records_total`,
   its bytes with the OS within the second after) and delivered to the publish topic
@@ -325,6 +327,10 @@ def _caught_up(health: dict[str, Any], records: int, archive: bool, publish: boo
 #: Avro in Confluent's framing, the schema registered under this id (nothing reads it back)
 AVRO_PUBLISH: Final = ("--publish-format", "avro", "--publish-schema-id", "1")
 AVRO_ARCHIVE: Final = ("--archive-format", "avro")
+#: the lighter forms of the source headers (docs/canonical-schema.md): the producer's cost
+#: is per header, and the bare copy's records carry none
+COMPACT: Final = ("--publish-headers", "compact")
+NO_HEADERS: Final = ("--publish-headers", "none")
 
 #: (name, archive, publish, extra flags) of the export runs
 EXPORTS: tuple[tuple[str, bool, bool, tuple[str, ...]], ...] = (
@@ -336,6 +342,16 @@ EXPORTS: tuple[tuple[str, bool, bool, tuple[str, ...]], ...] = (
     ("export --publish-topic (avro)", False, True, AVRO_PUBLISH),
     ("export --publish-topic --archive-dir", True, True, ()),
     ("export --publish-topic --archive-dir (avro)", True, True, AVRO_PUBLISH + AVRO_ARCHIVE),
+    ("export --publish-topic (json, compact headers)", False, True, COMPACT),
+    ("export --publish-topic (json, no headers)", False, True, NO_HEADERS),
+    ("export --publish-topic (avro, no headers)", False, True, AVRO_PUBLISH + NO_HEADERS),
+    ("export --publish-topic --archive-dir (no headers)", True, True, NO_HEADERS),
+    (
+        "export --publish-topic --archive-dir (avro, no headers)",
+        True,
+        True,
+        AVRO_PUBLISH + AVRO_ARCHIVE + NO_HEADERS,
+    ),
 )
 
 
@@ -402,8 +418,8 @@ def bench_steady(
     rate, seconds = args.steady_rate, args.steady_s
     fmt = args.steady_format
     print(
-        f"\n== steady state: ~{rate:,} commits/s for {seconds:.0f} s, both sinks ({fmt}) "
-        f"({rb.load()})",
+        f"\n== steady state: ~{rate:,} commits/s for {seconds:.0f} s, both sinks ({fmt}, "
+        f"{args.steady_headers} headers) ({rb.load()})",
         flush=True,
     )
     out = "bench-steady-publish"
@@ -411,6 +427,7 @@ def bench_steady(
     extra = ["--archive-dir", str(workdir / "steady-archive"), "--publish-topic", out]
     if fmt == "avro":
         extra += [*AVRO_PUBLISH, *AVRO_ARCHIVE]
+    extra += ["--publish-headers", args.steady_headers]
     with _export(broker.bootstrap, extra, workdir / "steady.log") as export:
         # caught up with what is there, then past the first snapshots: the steady loop only
         target = rb.offsets_topic_records(broker)
@@ -511,7 +528,7 @@ def print_table(runs: dict[str, list[Result]], records: int) -> None:
     bare, copy = median["bare consume"], median["bare copy"]
     print(f"\n{records:,} records, median of {len(runs['bare consume'])} run(s) ({rb.load()})")
     header = (
-        f"{'run':<44} {'records/s':>10} {'rec/CPU s':>10}  {'ceiling':<13} "
+        f"{'run':<56} {'records/s':>10} {'rec/CPU s':>10}  {'ceiling':<13} "
         f"{'x rec/s':>7} {'x rec/CPU s':>11} {'fast path':>9}"
     )
     print(header)
@@ -525,7 +542,7 @@ def print_table(runs: dict[str, list[Result]], records: int) -> None:
         share = "" if result.fast_share is None else f"{result.fast_share:.1%}"
         against = "" if result is ceiling else ceiling.name
         print(
-            f"{name:<44} {result.rate:>10,.0f} {result.per_cpu:>10,.0f}  {against:<13} "
+            f"{name:<56} {result.rate:>10,.0f} {result.per_cpu:>10,.0f}  {against:<13} "
             f"{'' if result is ceiling else f'{ratio:.2f}':>7} "
             f"{'' if result is ceiling else f'{cpu_ratio:.2f}':>11} {share:>9}"
         )
@@ -543,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steady-rate", type=int, default=50_000, help="commits/s")
     parser.add_argument("--steady-s", type=float, default=0.0, help="0: no steady state")
     parser.add_argument("--steady-format", choices=["json", "avro"], default="json")
+    parser.add_argument("--steady-headers", choices=["source", "compact", "none"], default="source")
     parser.add_argument("--child", choices=["copy", "follow"])
     parser.add_argument("--bootstrap")
     parser.add_argument("--topic")
