@@ -10,7 +10,9 @@ release, or OFFSETWATCH_BROKER_VERSION), in the same Spark session (local[2]):
 
 Each figure: records/s (best of REPEATS after a warm-up run) and CPU microseconds per record,
 summed over this process and every process under it (the Spark JVM, its Python workers) for
-that best run. Wall-clock figures on a shared 2-core machine: the load average is printed.
+that best run, per process between two /proc snapshots (benchmarks/proc_cpu.py: a Python
+worker Spark stops during the run keeps the ticks it used, and reaped children's ticks are
+counted). Wall-clock figures on a shared 2-core machine: the load average is printed.
 
 Run: `.venv/bin/python benchmarks/spark_kafka_readers.py [records]`.
 """
@@ -28,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks import offsets_workload  # noqa: E402
+from benchmarks import offsets_workload, proc_cpu  # noqa: E402
 from offsetwatch.spark_jobs.connector_jars import resolve  # noqa: E402
 from offsetwatch.spark_jobs.session import SparkSettings, get_session  # noqa: E402
 from offsetwatch.spark_jobs.sources.kafka_connector import read_connector  # noqa: E402
@@ -39,30 +41,11 @@ TOPIC = "bench-offsets"
 PARTITIONS = 4
 REPEATS = 3
 DEFAULT_RECORDS = 400_000
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_s(root: int | None = None) -> float:
-    """User + system CPU seconds of `root` (this process) and every live process under it."""
-    root = root or os.getpid()
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS
-    total, stack = 0.0, [root]
-    while stack:
-        pid = stack.pop()
-        total += cpu.get(pid, 0.0)
-        stack.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+def process_tree() -> proc_cpu.Snapshot:
+    """This process and every process under it (the Spark JVM, its Python workers)."""
+    return proc_cpu.tree(proc_cpu.proc_table(), os.getpid())
 
 
 def fill(bootstrap: str, records: int) -> None:
@@ -117,9 +100,10 @@ def best(run: Callable[[], None], repeats: int = REPEATS) -> tuple[float, float]
     """(seconds, CPU seconds of the process tree) of the fastest of `repeats` runs."""
     out: list[tuple[float, float]] = []
     for _ in range(repeats):
-        cpu, start = tree_cpu_s(), time.perf_counter()
+        before, start = process_tree(), time.perf_counter()
         run()
-        out.append((time.perf_counter() - start, tree_cpu_s() - cpu))
+        seconds = time.perf_counter() - start
+        out.append((seconds, proc_cpu.cpu_between(before, process_tree())))
     return min(out)
 
 

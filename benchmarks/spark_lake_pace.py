@@ -37,13 +37,13 @@ actions over a small topic and archive, each as its own action, side by side:
 
 Each figure: wall seconds of the action, records/s, and records per CPU second of the Spark
 processes (the JVM and everything under it, the Python workers; and this driver process;
-per process between two /proc snapshots, `cpu_between`), beside its plain-read ceiling
-and the ratio. One run of each (10M records do not fit a best-of-3 in the time a run should
-take); the load average is printed before and after. Each lake's `commits` table is
-counted afterwards (not timed) and must hold one row per commit written, or the run stops:
-the figures measure a correct run. Nothing is asserted about speed; tests never time
-anything. The broker, the Spark JVM and its workers are stopped at the end, also on Ctrl-C
-or SIGTERM.
+per process between two /proc snapshots, benchmarks/proc_cpu.py's `cpu_between`), beside
+its plain-read ceiling and the ratio. One run of each (10M records do not fit a best-of-3
+in the time a run should take); the load average is printed before and after. Each lake's
+`commits` table is counted afterwards (not timed) and must hold one row per commit written,
+or the run stops: the figures measure a correct run. Nothing is asserted about speed; tests
+never time anything. The broker, the Spark JVM and its workers are stopped at the end, also
+on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -65,6 +65,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks import proc_cpu  # noqa: E402
 from benchmarks import real_broker as rb  # noqa: E402
 from offsetwatch.decoder.canonical import Canonical, identity_key  # noqa: E402
 from offsetwatch.decoder.codec import Codec  # noqa: E402
@@ -96,7 +97,6 @@ WARM_RECORDS: Final = 20_000
 NOW_MS: Final = 1_780_000_000_000
 ARCHIVES: Final = ("jsonl", "gzip", "avro")
 READERS: Final = ("python", "connector")
-_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
 # -- inputs -------------------------------------------------------------------------------------
@@ -253,56 +253,15 @@ def make_inputs(
 # -- measuring ----------------------------------------------------------------------------------
 
 
-#: pid -> (parent, own clock ticks, clock ticks of its reaped children)
-Snapshot = dict[int, tuple[int, int, int]]
-
-
-def spark_processes() -> Snapshot:
+def spark_processes() -> proc_cpu.Snapshot:
     """This driver process (its own ticks only: what it reaped is earlier tooling, the
     broker scripts) and the Spark JVM with everything under it (the Python workers). The
     broker is no descendant of either and is left out."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    jvm = getattr(getattr(gateway, "proc", None), "pid", None)
-    stats: Snapshot = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        own = int(fields[11]) + int(fields[12])
-        stats[int(entry)] = (int(fields[1]), own, int(fields[13]) + int(fields[14]))
+    table = proc_cpu.proc_table()
     me = os.getpid()
-    tree: Snapshot = {me: (stats[me][0], stats[me][1], 0)} if me in stats else {}
-    for pid, stat in stats.items():
-        at = pid
-        while at != jvm and at in stats and at > 1:
-            at = stats[at][0]
-        if at == jvm:
-            tree[pid] = stat
-    return tree
-
-
-def cpu_between(before: Snapshot, after: Snapshot) -> float:
-    """CPU seconds the Spark processes used between two snapshots: per process, its own
-    and its reaped children's ticks since the first (a new one: all of them). A process
-    gone by the second counts nothing after the first: Spark stops idle Python workers after
-    a minute, and their ticks do not reliably reach a parent's child times (a plain read
-    after the compacts came out at -876 CPU s when the totals were subtracted); where they
-    do, the parent's rise by the ticks it had before is taken back, so nothing is counted
-    twice. Workers doing the action's work live to its end (they are reused)."""
-    ticks = 0
-    for pid, (_parent, own, reaped) in after.items():
-        _p, own0, reaped0 = before.get(pid, (0, 0, 0))
-        ticks += max(0, own - own0) + max(0, reaped - reaped0)
-    for pid, (parent, own0, reaped0) in before.items():
-        if pid not in after and parent in after and parent in before:
-            rise = after[parent][2] - before[parent][2]
-            ticks -= min(max(0, rise), own0 + reaped0)
-    return ticks / _TICKS
+    processes = {me: replace(table[me], reaped=0)} if me in table else {}
+    processes.update(proc_cpu.tree(table, proc_cpu.spark_jvm_pid()))
+    return processes
 
 
 @dataclass(slots=True)
@@ -319,7 +278,7 @@ def measured(name: str, action: Callable[[], str], ceiling: str | None = None) -
     before, started = spark_processes(), time.perf_counter()
     note = action()
     seconds = time.perf_counter() - started
-    row = Row(name, seconds, cpu_between(before, spark_processes()), ceiling, note)
+    row = Row(name, seconds, proc_cpu.cpu_between(before, spark_processes()), ceiling, note)
     print(f"  {name}: {row.seconds:.1f} s, {row.cpu_s:.1f} CPU s {note} ({rb.load()})", flush=True)
     return row
 

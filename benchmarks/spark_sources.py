@@ -38,10 +38,14 @@ from pathlib import Path
 import cramjam
 from pyspark.sql import DataFrame, SparkSession
 
-from offsetwatch.spark_jobs.reader import read_records
-from offsetwatch.spark_jobs.session import SparkSettings, get_session
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import proc_cpu  # noqa: E402
+from offsetwatch.spark_jobs.reader import read_records  # noqa: E402
+from offsetwatch.spark_jobs.session import SparkSettings, get_session  # noqa: E402
+
 TARGET = 300_000
 
 
@@ -76,39 +80,28 @@ def _measured(action: Callable[[], None], repeats: int) -> tuple[float, float]:
     """(best wall seconds, CPU seconds of the Spark processes in that run)."""
     best = (float("inf"), 0.0)
     for _ in range(repeats):
-        cpu = spark_cpu()
+        before = spark_processes()
         start = time.perf_counter()
         action()
-        best = min(best, (time.perf_counter() - start, spark_cpu() - cpu))
+        seconds = time.perf_counter() - start
+        best = min(best, (seconds, spark_cpu_between(before, spark_processes())))
     return best
 
 
-def spark_cpu() -> float:
-    """CPU seconds used so far by the Spark JVM and its descendants (the Python workers),
-    reaped ones included: the work of the read itself, which other load on a shared machine
-    does not inflate the way it inflates wall clock."""
-    from pyspark import SparkContext
+def spark_processes() -> proc_cpu.Snapshot | None:
+    """The Spark JVM and its descendants (the Python workers); None without a JVM. Their
+    CPU is the work of the read itself, which other load on a shared machine does not
+    inflate the way it inflates wall clock."""
+    jvm = proc_cpu.spark_jvm_pid()
+    return None if jvm is None else proc_cpu.tree(proc_cpu.proc_table(), jvm)
 
-    gateway = SparkContext._gateway
-    root = getattr(getattr(gateway, "proc", None), "pid", None)
-    if root is None:
+
+def spark_cpu_between(before: proc_cpu.Snapshot | None, after: proc_cpu.Snapshot | None) -> float:
+    """CPU seconds of the Spark processes between two snapshots, per process (workers Spark
+    stopped in between do not take their earlier ticks with them); NaN without a JVM."""
+    if before is None or after is None:
         return float("nan")
-    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, clock ticks)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]))
-    ticks = 0
-    for pid, (_parent, used) in stats.items():
-        while pid != root and pid in stats and pid > 1:
-            pid = stats[pid][0]
-        if pid == root:
-            ticks += used
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return proc_cpu.cpu_between(before, after)
 
 
 def _load() -> str:
