@@ -92,7 +92,15 @@ class BlockQueue:
     `write(data)` is what the file's bytes take (`_FileOut.write`). Without a `Compressor`
     every block is compressed on the spot, as before."""
 
-    __slots__ = ("_compress", "_compressor", "_jobs", "_out_bytes", "_staged", "_write")
+    __slots__ = (
+        "_compress",
+        "_compressor",
+        "_jobs",
+        "_out_blocks",
+        "_out_bytes",
+        "_staged",
+        "_write",
+    )
 
     def __init__(
         self,
@@ -114,6 +122,9 @@ class BlockQueue:
             ]
         ] = deque()
         self._out_bytes = 0  # raw bytes of the staged blocks and of every job
+        #: how many blocks those are, kept here as they come and go: `outstanding` is asked
+        #: once per block written, and a recount of every job's blocks there grew with them
+        self._out_blocks = 0
 
     def add(self, data: bytes, count: int) -> None:
         """A finished block of `count` records; handed over at the next `submit`."""
@@ -122,6 +133,7 @@ class BlockQueue:
             return
         self._staged.append((data, count))
         self._out_bytes += len(data)
+        self._out_blocks += 1
 
     def submit(self) -> None:
         """Hand the staged blocks to the compressor as one job (one GIL round trip for
@@ -158,6 +170,7 @@ class BlockQueue:
             self._write(self._compress(data, count))
             del self._staged[0]
             self._out_bytes -= len(data)
+            self._out_blocks -= 1
 
     def _take(self) -> None:
         blocks, raw, future = self._jobs[0]
@@ -168,16 +181,16 @@ class BlockQueue:
             # the failed block and those after it: compressed on the spot at the next take
             done = sum(len(data) for data, _count in blocks[: len(results)])
             self._out_bytes -= done
+            self._out_blocks -= len(results)
             left = blocks[len(results) :]
             self._jobs[0] = (left, raw - done, None)
             raise error
         self._jobs.popleft()
         self._out_bytes -= raw
+        self._out_blocks -= len(blocks)
 
     def outstanding(self) -> int:
         """The most bytes the blocks not yet in the file can add to it."""
         if not self._out_bytes:
             return 0
-        return deflate_bound(self._out_bytes) + 64 * (
-            len(self._staged) + sum(len(blocks) for blocks, _raw, _f in self._jobs)
-        )
+        return deflate_bound(self._out_bytes) + 64 * self._out_blocks
