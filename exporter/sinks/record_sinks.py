@@ -261,9 +261,7 @@ class RecordSinks:
         except PartialWrite as failure:
             self.stats.archive_records_total += failure.taken
             if index is not None:  # in the batch's numbering
-                failure.taken = (
-                    index[failure.taken] if failure.taken < len(index) else len(batch.items)
-                )
+                failure.taken = index[failure.taken] if failure.taken < len(index) else len(batch)
             raise
         self.stats.archive_records_total += len(items)
 

@@ -108,19 +108,19 @@ class GuardedSink:
         write = self.write_encoded
         assert write is not None
         if self._backlog:
-            for k in range(len(batch.items)):
+            for k in range(len(batch)):
                 self._keep(batch.record(k))
             return
         try:
             write(batch)
         except PartialWrite as failure:
             self._failed(failure.error)
-            for k in range(failure.taken, len(batch.items)):
+            for k in range(failure.taken, len(batch)):
                 self._keep(batch.record(k))
             return
         except Exception as error:  # a writer that does not say: nothing counts as taken
             self._failed(error)
-            for k in range(len(batch.items)):
+            for k in range(len(batch)):
                 self._keep(batch.record(k))
             return
         if self.health.failing_since_ms and not self.recovered_by_flush:

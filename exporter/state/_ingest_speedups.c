@@ -1108,21 +1108,27 @@ parse_commit(PyObject *key, PyObject *value, Commit *c)
 }
 
 PyDoc_STRVAR(encode_commits_doc,
-"encode_commits(messages, start, out) -> int\n\n"
+"encode_commits(messages, start, out[, json]) -> int\n\n"
 "Append (partition, offset, timestamp, identity key, canonical JSON) to `out` for\n"
 "messages[start:] while they are offset commits this encoder covers; returns the index of\n"
 "the first message not encoded (len(messages) when all were). The two byte strings are\n"
 "what canonical.identity_key and Canonical.to_json(...).encode() give for the record the\n"
-"Python path decodes from the message.");
+"Python path decodes from the message. With json false the JSON is b'' (the same\n"
+"messages are covered): for sinks that want only the keys and the Avro bodies.");
 
 static PyObject *
 encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "encode_commits(list, int, list) expected");
+    if ((nargs != 3 && nargs != 4) || !PyList_CheckExact(args[0]) ||
+        !PyList_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_commits(list, int, list[, bool]) expected");
         return NULL;
     }
     PyObject *messages = args[0], *out = args[2];
+    int with_json = nargs == 4 ? PyObject_IsTrue(args[3]) : 1;
+    if (with_json < 0) {
+        return NULL;
+    }
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     if (i == -1 && PyErr_Occurred()) {
         return NULL;
@@ -1164,7 +1170,8 @@ encode_commits(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             failed = 1;
         }
         else if ((ident = identity_json(&json, &c)) == NULL ||
-                 (body = record_json(&json, &c)) == NULL) {
+                 (body = with_json ? record_json(&json, &c)
+                                   : PyBytes_FromStringAndSize(NULL, 0)) == NULL) {
             failed = 1;
         }
         else {

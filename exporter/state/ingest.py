@@ -100,13 +100,34 @@ class EncodedBatch:
 
     `items[k]` is `messages[k]`'s; `record(k)` decodes that message on the Python path, for a
     sink that must keep a record it could not take (exporter/sinks/sink_guard.py).
-    `avro_items(form)` is the same items with their Avro bodies in place of the JSON."""
+    `avro_items(form)` is the same items with their Avro bodies in place of the JSON.
 
-    items: list[Encoded]
+    With `json` false the encoder left the JSON out (b''; the ingest does so while no sink
+    asked for it: every sink Avro); `items` builds it then, once, from the messages, so a
+    sink that wants JSON always gets it. `json_asked` says whether one did."""
+
+    encoded: list[Encoded]
     messages: list[RawMessage]
     codec: Codec
+    json: bool = True
+    json_asked: bool = False
     #: avro_items' answers by header: both Avro sinks of one header share them
     _avro: dict[bytes, list[Encoded]] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    @property
+    def items(self) -> list[Encoded]:
+        self.json_asked = True
+        if not self.json:
+            encode = _encode_json()
+            assert encode is not None  # a batch without JSON comes from the C encoder
+            full: list[Encoded] = []
+            if encode(self.messages, 0, full) != len(self.encoded):
+                raise AssertionError("encode_commits covered other messages the second time")
+            self.encoded, self.json = full, True
+        return self.encoded
 
     def avro_items(self, form: AvroForm) -> list[Encoded]:
         """`items` with `form.header` + the record's Avro body as the value: built from the
@@ -117,7 +138,7 @@ class EncodedBatch:
         if done is not None:
             return done
         encode = _encode_avro() if form.spec is not None else None
-        items = self.items
+        items = self.encoded  # the Avro encoder reads the messages, and the keys from these
         out: list[Encoded] = []
         n = len(items)
         k = 0
@@ -166,6 +187,12 @@ def ingest_accelerator() -> tuple[Any, str]:
     return in_use(_BUILT)
 
 
+def _encode_json() -> Callable[..., int] | None:
+    """The accelerator's `encode_commits`, or None."""
+    module, _why = ingest_accelerator()
+    return None if module is None else getattr(module, "encode_commits", None)
+
+
 def _encode_avro() -> Callable[..., int] | None:
     """The accelerator's `encode_commits_avro`, or None (every record on the Python path)."""
     module, _why = ingest_accelerator()
@@ -192,6 +219,14 @@ class Ingestor:
     fast_path_records: dict[tuple[str, str], int] = field(default_factory=dict)
     _apply_commits: Any = field(default=None, init=False, repr=False, compare=False)
     _encode_commits: Any = field(default=None, init=False, repr=False, compare=False)
+    #: whether the last batch's sinks read its JSON: when none did (every sink Avro), the
+    #: next batches are encoded without it (EncodedBatch builds it if a sink asks after all)
+    _json_wanted: bool = field(default=True, init=False, repr=False, compare=False)
+
+    @property
+    def encodes_json(self) -> bool:
+        """Whether the next batch is encoded with its JSON (False while no sink reads it)."""
+        return self._json_wanted
 
     def __post_init__(self) -> None:
         if self.accelerate:
@@ -268,7 +303,7 @@ class Ingestor:
         try:
             while i < n:
                 items: list[Encoded] = []
-                end = encode(messages, i, items)
+                end = encode(messages, i, items, self._json_wanted)
                 if end > i:
                     chunk = messages if i == 0 and end == n else messages[i:end]
                     before = counts[_C_KINDS]
@@ -307,9 +342,10 @@ class Ingestor:
         if applied < len(items):
             del items[applied:]
             chunk = chunk[:applied]
-        batch = EncodedBatch(items, chunk, self.codec)
+        batch = EncodedBatch(items, chunk, self.codec, self._json_wanted)
         for take in takers:
             take(batch)
+        self._json_wanted = batch.json_asked
 
     def _count_fast(self, counts: list[int]) -> None:
         """What the C loop applied, into the state's counters and the stats."""

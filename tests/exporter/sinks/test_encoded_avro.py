@@ -38,6 +38,8 @@ from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.exporter.sinks.record_sinks import RecordSinks
 from offsetwatch.exporter.state import ingest as ingest_module
 from offsetwatch.exporter.state.ingest import AvroForm, EncodedBatch, Ingestor
+from offsetwatch.exporter.state.offset_state import OffsetState
+from offsetwatch.exporter.stats import PipelineStats
 from tests.exporter.sinks.encoded_harness import (
     BAD,
     CODEC,
@@ -293,6 +295,8 @@ def test_both_avro_sinks_write_what_the_python_path_writes(
         )
         if accelerate:
             assert ingestor.stats.fast_path_records_total > 0
+            # every sink Avro: the batches after the first were encoded without JSON
+            assert ingestor.encodes_json == ("json" in (publish_format, archive_format[:4]))
     assert results[0] == results[1]
     files = results[0][0]
     if archive_format == "avro":
@@ -361,3 +365,87 @@ def test_an_avro_archive_writer_takes_encoded_bodies(tmp_path: Path) -> None:
     (path,) = tmp_path.rglob("offsetwatch-*.avro")
     read = list(AVRO.read_container(path))
     assert read == [CANONICAL.to_dict(decoded(m)) for m in messages]
+
+
+# -- batches without their JSON (every sink Avro) -------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_encoder_covers_the_same_messages_without_the_json(seed: int) -> None:
+    """Random streams and the release captures: encode_commits(..., False) stops where it
+    stops with the JSON, with the same partitions, offsets, timestamps and keys, and b''."""
+    module = accelerator()
+    streams = [[m for batch in _random_stream(seed) for m in batch]]
+    streams += (
+        [release_messages(p.name) for p in sorted(RELEASE_CAPTURES.iterdir()) if p.is_dir()]
+        if seed == 0
+        else []
+    )
+    for messages in streams:
+        i = 0
+        while i < len(messages):
+            full: list[Any] = []
+            keyed: list[Any] = []
+            end = module.encode_commits(messages, i, full)
+            assert module.encode_commits(messages, i, keyed, False) == end
+            assert [item[:4] for item in keyed] == [item[:4] for item in full]
+            assert all(item[4] == b"" for item in keyed)
+            i = end + 1
+
+
+def test_a_batch_without_json_builds_it_once_when_a_sink_asks() -> None:
+    module = accelerator()
+    messages = commit_messages(40, metadata="m\u00e9ta")
+    full: list[Any] = []
+    keyed: list[Any] = []
+    assert module.encode_commits(messages, 0, full) == len(messages)
+    assert module.encode_commits(messages, 0, keyed, False) == len(messages)
+    encode, _calls = _python_avro(b"")
+    form = AvroForm(b"", SPEC, encode)
+    reference = EncodedBatch(full, list(messages), CODEC).avro_items(form)
+    batch = EncodedBatch(keyed, list(messages), CODEC, False)
+    assert len(batch) == len(messages)
+    assert batch.avro_items(form) == reference  # the Avro bodies need no JSON
+    assert not batch.json_asked
+    assert batch.items == full and batch.json_asked
+    assert batch.items is batch.items  # built once
+
+
+class _Taker:
+    """An encoded sink that reads the JSON (`json`) or only the Avro bodies."""
+
+    def __init__(self) -> None:
+        self.json = False
+        self.seen: list[list[Any]] = []
+
+    takes_encoded = True
+
+    def __call__(self, record: AnyRecord) -> None:
+        raise AssertionError("commits come in batches here")
+
+    def take_encoded(self, batch: EncodedBatch) -> None:
+        if self.json:
+            self.seen.append(list(batch.items))
+        else:
+            batch.avro_items(AvroForm(b"", SPEC, lambda record: b""))
+
+
+def test_the_json_comes_back_when_a_sink_asks_for_it_again() -> None:
+    """While no sink reads the JSON the ingest leaves it out; the first batch a sink reads
+    it from gets it all the same (built from the messages), and the next ones again from
+    the encoder."""
+    module = accelerator()
+    messages = commit_messages(90)
+    taker = _Taker()
+    ingestor = Ingestor(OffsetState(), PipelineStats(), CODEC)
+    ingestor.sinks.append(taker)
+    assert ingestor.encodes_json
+    ingestor.ingest(messages[:30])
+    assert not ingestor.encodes_json
+    taker.json = True
+    ingestor.ingest(messages[30:60])
+    assert ingestor.encodes_json
+    ingestor.ingest(messages[60:])
+    expected: list[Any] = []
+    module.encode_commits(messages[30:], 0, expected)
+    assert [item for batch in taker.seen for item in batch] == expected
