@@ -337,6 +337,12 @@ EXPORTS: tuple[tuple[str, bool, bool, tuple[str, ...]], ...] = (
     ("export, no sinks", False, False, ()),
     ("export --archive-dir (jsonl)", True, False, ()),
     ("export --archive-dir --archive-gzip", True, False, ("--archive-gzip",)),
+    (
+        "export --archive-dir --archive-gzip (level 1)",
+        True,
+        False,
+        ("--archive-gzip", "--archive-gzip-level", "1"),
+    ),
     ("export --archive-dir (avro)", True, False, AVRO_ARCHIVE),
     ("export --publish-topic (json)", False, True, ()),
     ("export --publish-topic (avro)", False, True, AVRO_PUBLISH),

@@ -188,6 +188,8 @@ class ExporterConfig:
     archive_format: ArchiveFormat = "jsonl"
     #: gzip the JSON-lines archive files
     archive_gzip: bool = False
+    #: zlib level of the gzip files: 1 compresses several times faster, 9 smallest
+    archive_gzip_level: int = 6
     archive_roll_bytes: int = 128 * 1024 * 1024
     archive_roll_s: float = 600.0
     #: checkpoint state + positions here to restart without a full rebuild; None = off
@@ -532,6 +534,14 @@ _SETTINGS: Final = (
     ),
     _Setting("archive_gzip", "bool", "Gzip the JSON-lines archive files (.jsonl.gz)."),
     _Setting(
+        "archive_gzip_level",
+        "int",
+        "zlib level of --archive-gzip, 1-9: 1 compresses JSON lines several times faster "
+        "than the default 6 (a catch-up's archive keeps pace with the reads) into somewhat "
+        "larger files; 9 is the smallest and slowest.",
+        "LEVEL",
+    ),
+    _Setting(
         "archive_roll_bytes",
         "int",
         "Start a new archive file once the current one reaches this many bytes.",
@@ -761,6 +771,10 @@ def _validate(config: ExporterConfig) -> None:
         raise _fail(
             "archive_gzip",
             "only applies to --archive-format jsonl (Avro files compress their blocks)",
+        )
+    if not 1 <= config.archive_gzip_level <= 9:
+        raise _fail(
+            "archive_gzip_level", f"must be a zlib level, 1-9 (got {config.archive_gzip_level})"
         )
     if not 1024 <= config.archive_roll_bytes <= _ROLL_BYTES_MAX:
         # past int64 it is no size a file can reach: the count of bytes written overflows

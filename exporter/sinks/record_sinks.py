@@ -162,6 +162,7 @@ class RecordSinks:
                 cfg.archive_dir,
                 format=cfg.archive_format,
                 gzip=cfg.archive_gzip,
+                gzip_level=cfg.archive_gzip_level,
                 roll_bytes=cfg.archive_roll_bytes,
                 roll_seconds=cfg.archive_roll_s,
             )

@@ -424,6 +424,9 @@ def test_invalid_regex_message() -> None:
             "--archive-gzip only applies to --archive-format jsonl",
         ),
         ({"archive_roll_bytes": 10}, "--archive-roll-bytes must be 1024 to"),
+        ({"archive_gzip_level": 0}, "--archive-gzip-level must be a zlib level, 1-9"),
+        ({"archive_gzip_level": 10}, "--archive-gzip-level must be a zlib level, 1-9"),
+        ({"publish_headers": "all"}, "--publish-headers must be one of source, compact, none"),
         (
             {"kafka_properties": {"bootstrap.servers": "x:1"}},
             "set the brokers with --bootstrap-server",

@@ -475,3 +475,24 @@ def test_what_the_c_loop_applied_before_it_raised_reaches_the_sinks(
     assert ingestor.positions == {0: 5}
     sources = [int(dict(h)["offsetwatch.source.offset"]) for _t, _k, _v, h in producer.produced]
     assert sources == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("level", "flag"), [(1, 4), (6, 0), (9, 2)])
+def test_the_gzip_level_setting_reaches_the_files(tmp_path: Path, level: int, flag: int) -> None:
+    """--archive-gzip-level: the member's XFL byte says the level (RFC 1952: 4 fastest, 2
+    best), and the lines are the same at every level."""
+    accelerator()
+    config = ExporterConfig(
+        bootstrap_servers="127.0.0.1:9",
+        archive_dir=tmp_path,
+        archive_gzip=True,
+        archive_gzip_level=level,
+    )
+    messages = commit_messages(300)
+    ingestor, sinks, _producer = open_exporter(config, True)
+    feed(ingestor, sinks, [messages])
+    assert sinks.drain()
+    files = sorted(tmp_path.rglob("offsetwatch-*.jsonl.gz"))
+    assert files and all(path.read_bytes()[8] == flag for path in files)
+    lines = b"".join(archived_files(tmp_path).values()).splitlines()
+    assert len(lines) == len(messages)
