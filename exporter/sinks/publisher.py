@@ -55,6 +55,14 @@ HEADER_SOURCE = "offsetwatch.source"
 #: hold this source's records alone)
 HEADER_FORMS: Final = ("source", "compact", "none")
 
+#: how long one produce() waits for room in the producer's local queue (500,000 records).
+#: Short waits are the catch-up's back-pressure (deliveries free room at the publish rate);
+#: a queue that stays full this long means the publish topic takes records slower than they
+#: come (a quota throttling this client, a slow or unreachable cluster): the write fails,
+#: the sink's guard keeps what follows (bounded, the checkpoint held before it) and
+#: ingestion, the state and the metrics go on instead of waiting on the publish topic
+QUEUE_FULL_WAIT_S: Final = 5.0
+
 
 @dataclass(slots=True, frozen=True)
 class OutputRecord:
@@ -377,7 +385,7 @@ class RecordPublisher:
         dlq_topic: str | None = None,
         enabled: bool = True,
         source_topic: str = OFFSETS_TOPIC,
-        queue_full_timeout_s: float = 60.0,
+        queue_full_timeout_s: float = QUEUE_FULL_WAIT_S,
         producer_factory: Callable[[dict[str, object]], Any] = Producer,
         header_form: str = "source",
     ) -> None:
@@ -401,6 +409,9 @@ class RecordPublisher:
         self._dropped = 0
         self._last_error: str | None = None
         self._fatal_error: str | None = None
+        #: the last throttle the brokers reported (monotonic time, broker, ms), for the reason
+        #: a full queue gives
+        self._throttle: tuple[float, str, int] | None = None
         self._producer: Any = None
         self._user_error_cb: object = None
         self._user_stats_cb: object = None
@@ -441,7 +452,9 @@ class RecordPublisher:
         self._replace = True
 
     def _new_producer(self) -> Any:
-        callbacks = self._generations.callbacks(error_cb=self._on_error, stats_cb=self._on_stats)
+        callbacks = self._generations.callbacks(
+            error_cb=self._on_error, stats_cb=self._on_stats, throttle_cb=self._on_throttle
+        )
         return self._producer_factory({**self._config, **callbacks})
 
     def _replace_producer(self) -> None:
@@ -692,7 +705,7 @@ class RecordPublisher:
                 if deadline is None:
                     deadline = now + self._queue_full_timeout_s
                 elif now >= deadline:
-                    raise
+                    raise BufferError(self._queue_full_reason()) from None
                 self._producer.poll(0.1)
         with self._lock:
             self._produced += 1
@@ -760,6 +773,30 @@ class RecordPublisher:
             self._user_error_cb(err)
 
     # -- driving and state -----------------------------------------------------------------
+
+    def _on_throttle(self, event: Any) -> None:
+        """librdkafka's ThrottleEvent: a broker delayed its answers to stay in a quota."""
+        ms = int(float(getattr(event, "throttle_time", 0.0)) * 1000)
+        if ms > 0:
+            name = str(getattr(event, "broker_name", "?"))
+            with self._lock:
+                self._throttle = (time.monotonic(), name, ms)
+
+    def _queue_full_reason(self) -> str:
+        """Why records wait: a quota when the brokers said so in the last minute."""
+        reason = (
+            f"the producer's local queue stayed full for {self._queue_full_timeout_s:g} s: "
+            f"topic {self.output_topic!r} takes records slower than they come"
+        )
+        with self._lock:
+            throttle = self._throttle
+        if throttle is not None and time.monotonic() - throttle[0] < 60.0:
+            client = self._config.get("client.id", "")
+            reason += (
+                f"; broker {throttle[1]} throttles this client ({throttle[2]} ms): a quota "
+                f"(kafka-configs --describe --entity-type clients --entity-name {client})"
+            )
+        return reason
 
     def _on_stats(self, stats_json: str) -> None:
         if self._addresses.observe_json(stats_json):

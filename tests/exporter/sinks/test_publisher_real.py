@@ -61,3 +61,41 @@ def test_a_replaced_producer_publishes_on_each_record_once(kafka_broker: Broker)
         publisher.close()
     values = _read_values(kafka_broker, output, 3)
     assert Counter(values) == Counter(b"v%d" % i for i in range(10))
+
+
+def test_a_quota_that_throttles_the_publisher_fails_its_writes_with_the_reason(
+    kafka_broker: Broker,
+) -> None:
+    """A produce quota on the publisher's client id (Kafka's own kafka-configs): the local
+    queue fills, and a write fails after QUEUE_FULL_WAIT_S naming the throttle and the quota
+    to look at, instead of holding the main loop as long as the quota likes; nothing that was
+    not delivered counts as out."""
+    output = unique("quota-out")
+    kafka_broker.create_topic(output, 1)
+    client = unique("quota-client")
+    kafka_broker.tool(
+        "kafka-configs.sh", "--alter", "--add-config", "producer_byte_rate=2048",
+        "--entity-type", "clients", "--entity-name", client,
+    )  # fmt: skip
+    publisher = RecordPublisher(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap,
+            "client.id": client,
+            "queue.buffering.max.messages": 50,
+            "linger.ms": 0,
+        },
+        output_topic=output,
+        queue_full_timeout_s=2.0,
+    )
+    try:
+        with pytest.raises(BufferError, match="throttles this client") as raised:
+            for offset in range(20_000):
+                publisher.publish(0, offset, b"k", b"x" * 1000)
+                publisher.poll(0)
+        assert f"--entity-name {client}" in str(raised.value)
+        assert "takes records slower than they come" in str(raised.value)
+        publisher.poll(0)
+        delivered = publisher.stats().delivered
+        assert publisher.confirmed_positions().get(0, 0) <= delivered
+    finally:
+        publisher.close(0)
