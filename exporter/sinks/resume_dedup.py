@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from offsetwatch.decoder import contract
+from offsetwatch.decoder.avro_wire import Truncated, read_long
 from offsetwatch.exporter.sinks.publisher import (
     HEADER_SOURCE,
     HEADER_SOURCE_CLUSTER,
@@ -329,37 +330,23 @@ def _json_value_position(value: bytes) -> tuple[int, int] | None:
     return None if found is None else (int(found[1]), int(found[2]))
 
 
-def _zigzag(body: bytes, at: int) -> tuple[int, int]:
-    """An Avro int or long at `at`: (value, next index); IndexError past the end."""
-    shift = result = 0
-    while True:
-        byte = body[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def avro_value_position(body: bytes) -> tuple[int, int] | None:
     """partition and offset of a bare Avro body of offsetwatch.CanonicalRecord, read from
     the envelope's first fields (type, key_type, value_version, tombstone, newer_version,
     partition, offset: decoder/contract.py) without decoding the rest."""
     try:
-        length, at = _zigzag(body, 0)
+        length, at = read_long(body, 0)
         at += length  # type
-        _key_type, at = _zigzag(body, at)
-        branch, at = _zigzag(body, at)  # value_version: null | int
+        _key_type, at = read_long(body, at)
+        branch, at = read_long(body, at)  # value_version: null | int
         if branch == 1:
-            _version, at = _zigzag(body, at)
+            _version, at = read_long(body, at)
         elif branch != 0:
             return None
         at += 2  # tombstone, newer_version: one byte each
-        partition, at = _zigzag(body, at)
-        offset, _at = _zigzag(body, at)
-    except (IndexError, ValueError):
+        partition, at = read_long(body, at)
+        offset, _at = read_long(body, at)
+    except (Truncated, ValueError):
         return None
     return partition, offset
 

@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from offsetwatch.decoder.avro import AvroCodec
+from offsetwatch.decoder.avro_wire import Truncated, read_long
 from offsetwatch.spark_jobs.sources import (
     OUTPUT_QUARANTINE,
     Collector,
@@ -128,45 +129,24 @@ def read_jsonl(file: str, collector: RecordSink) -> Iterator[Any]:
 # Avro container files
 
 
-class _Truncated(Exception):
-    """Data ends inside a varint or a declared length."""
-
-
-def _read_long(data: bytes | memoryview, position: int) -> tuple[int, int]:
-    """An Avro long (zigzag varint) at `position`: (value, next position)."""
-    shift = 0
-    result = 0
-    while True:
-        if position >= len(data):
-            raise _Truncated
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def _header_end(data: bytes) -> int:
     """Where the first block starts (after the metadata map and the sync marker)."""
     if data[:4] != _AVRO_MAGIC:
         raise ValueError("not an Avro object container file (bad magic)")
     position = 4
     while True:
-        count, position = _read_long(data, position)
+        count, position = read_long(data, position)
         if count == 0:
             break
         if count < 0:
             count = -count
-            _size, position = _read_long(data, position)
+            _size, position = read_long(data, position)
         for _ in range(count * 2):  # key and value, both length-prefixed
-            length, position = _read_long(data, position)
+            length, position = read_long(data, position)
             position += length
     position += _SYNC_SIZE
     if position > len(data):
-        raise _Truncated
+        raise Truncated
     return position
 
 
@@ -199,7 +179,7 @@ def read_avro(file: str, collector: RecordSink) -> Iterator[Any]:
     data = Path(file).read_bytes()
     try:
         start = _header_end(data)
-    except (ValueError, _Truncated) as error:
+    except (ValueError, Truncated) as error:
         collector.bad_input(file, 0, "bad_avro_header", str(error) or "truncated header")
         yield from collector.drain()
         return
@@ -208,12 +188,12 @@ def read_avro(file: str, collector: RecordSink) -> Iterator[Any]:
     position = yield from _read_avro_blocks(data, file, collector, codec)
     while position < len(data):
         try:
-            count, body = _read_long(data, position)
-            size, body = _read_long(data, body)
+            count, body = read_long(data, position)
+            size, body = read_long(data, body)
             end = body + size
             if count < 0 or size < 0 or data[end : end + _SYNC_SIZE] != sync:
                 raise ValueError("block framing broken (count, size or sync marker)")
-        except (ValueError, _Truncated) as error:
+        except (ValueError, Truncated) as error:
             found = data.find(sync, position + 1)
             reason = "truncated" if found < 0 else "bad_avro_block"
             collector.bad_input(file, position, reason, str(error) or "data ends inside a block")

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from offsetwatch.decoder.avro_wire import read_long
 from offsetwatch.decoder.canonical import Canonical
 from offsetwatch.decoder.log_end import log_end_record
 from offsetwatch.exporter.sinks import archive as exporter_archive
 from offsetwatch.exporter.sinks.archive import ArchiveWriter
 from offsetwatch.spark_jobs.reader import InputError, read_quarantine, read_records
-from offsetwatch.spark_jobs.sources.archive import _header_end, _read_long
+from offsetwatch.spark_jobs.sources.archive import _header_end
 from tests.conformance_data import decode_run
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ def _blocks(path: Path) -> list[int]:
     position, starts = _header_end(data), []
     while position < len(data):
         starts.append(position)
-        _count, body = _read_long(data, position)
-        size, body = _read_long(data, body)
+        _count, body = read_long(data, position)
+        size, body = read_long(data, body)
         position = body + size + 16
     return starts
 
